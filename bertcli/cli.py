@@ -1,0 +1,156 @@
+"""The `bertcli` command line: parse, load the recipe, call one stage, render its result.
+
+Every command is a thin layer over a plain function in the package; heavy modules (torch,
+datasets) are imported inside the commands so `bertcli --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from bertcli import console
+from bertcli.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text and fine-tune them on GLUE.",
+)
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint on a benchmark.")
+app.add_typer(finetune_app, name="finetune")
+
+RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
+SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
+ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
+
+
+def _recipe(spec: Optional[str], overrides: Optional[List[str]]):
+    from bertcli.recipe import load_recipe
+
+    return load_recipe(spec, overrides or [])
+
+
+def _show(result) -> None:
+    state = "reused" if result.reused else "built"
+    console.summary(f"{result.name} ({state}): {result.path}", result.summary)
+
+
+@app.command()
+def recipes() -> None:
+    """List the shipped recipes."""
+    from importlib import resources
+
+    from bertcli.recipe import shipped_recipes
+
+    for name in shipped_recipes():
+        text = (resources.files("bertcli.recipes") / f"{name}.yaml").read_text(encoding="utf-8")
+        first = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "")
+        console.out.print(f"[bold]{name:16}[/] {first}")
+
+
+@app.command()
+def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks")) -> None:
+    """Show the keys of a recipe section with their types, defaults and help."""
+    from rich.table import Table
+
+    from bertcli.recipe import explain as rows_of
+
+    table = Table(show_lines=False, box=None, pad_edge=False)
+    for col in ("key", "type", "default", "help"):
+        table.add_column(col, overflow="fold")
+    for key, tp, default, doc in rows_of(section):
+        table.add_row(f"[bold]{key}[/]", tp, default, doc)
+    console.out.print(table)
+
+
+@app.command()
+def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt) -> None:
+    """Print the resolved recipe, what would be built where, and the model's size."""
+    from bertcli.info import describe
+
+    r = _recipe(recipe, set_)
+    console.out.print(r.to_yaml(), markup=False)
+    for title, rows in describe(r):
+        console.summary(title, rows)
+
+
+@app.command()
+def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
+    """Train the tokenizer on the corpus (stage 1)."""
+    from bertcli.tokenizer import run_tokenize
+
+    _show(run_tokenize(_recipe(recipe, set_), force=force))
+
+
+@app.command("build-data")
+def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
+    """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed)."""
+    from bertcli.data.build import run_build_data
+
+    _show(run_build_data(_recipe(recipe, set_), force=force))
+
+
+@app.command()
+def pretrain(
+    recipe: str = RecipeOpt,
+    set_: Optional[List[str]] = SetOpt,
+    resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
+    force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
+) -> None:
+    """Run every missing stage (tokenize, build-data), then pretrain."""
+    from bertcli.train.pipeline import run_pretrain
+
+    run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+
+
+@app.command("fill-mask")
+def fill_mask(
+    text: str = typer.Argument(..., help="Text with the mask token in it, e.g. 'the [MASK] sat on the mat'."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
+    top_k: int = typer.Option(5, "--top-k", min=1, help="Fillers to show per mask."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Show the top-k fillers of each mask with their probabilities."""
+    from bertcli.model.fill_mask import fill_mask as run, render
+
+    render(run(checkpoint, text, top_k=top_k), as_json=as_json)
+
+
+@finetune_app.command("glue")
+def finetune_glue(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings work) or all."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
+) -> None:
+    """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
+    from bertcli.finetune.run import run_glue
+
+    run_glue(_recipe(recipe, set_), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: renders a UserError as one message with exit code 2 (traceback with --debug)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("BERTCLI_DEBUG") == "1"
+    args = [a for a in args if a != "--debug"]
+    try:
+        app(args=args, prog_name="bertcli")
+    except UserError as e:
+        if debug:
+            raise
+        console.print_error(e.what, e.where, e.fix)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

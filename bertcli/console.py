@@ -1,0 +1,133 @@
+"""Shared terminal output: rich on a TTY, plain lines otherwise (CI logs, pipes, files).
+
+Stages report through these helpers only, so every command looks alike and nothing prints
+from worker processes or non-zero distributed ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Iterator, Sequence
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+# Results go to stdout; progress, logs and errors to stderr, so `--json` output stays clean.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+
+def quiet() -> bool:
+    """True on distributed ranks other than 0, which must not print."""
+    return int(os.environ.get("RANK", "0")) != 0
+
+
+def interactive() -> bool:
+    return err.is_terminal and not quiet()
+
+
+def log(message: str) -> None:
+    """A plain log line on stderr (rank 0 only)."""
+    if not quiet():
+        err.print(message, markup=False)
+
+
+class _PlainTask:
+    """Progress for non-TTY output: a log line every `every_s` seconds and one at the end."""
+
+    def __init__(self, description: str, total: float | None, every_s: float = 10.0):
+        self.description, self.total, self.every_s = description, total, every_s
+        self.done = 0.0
+        self.start = self.last = time.monotonic()
+
+    def advance(self, n: float = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self._print()
+
+    def update(self, completed: float) -> None:
+        self.advance(completed - self.done)
+
+    def _print(self, final: bool = False) -> None:
+        if quiet():
+            return
+        total = f"/{self.total:,.0f}" if self.total else ""
+        word = "done" if final else "..."
+        err.print(f"{self.description}: {self.done:,.0f}{total} {word} ({time.monotonic() - self.start:.1f}s)",
+                  markup=False)
+
+
+class _RichTask:
+    def __init__(self, progress: Progress, task_id):
+        self.progress, self.task_id = progress, task_id
+
+    def advance(self, n: float = 1) -> None:
+        self.progress.advance(self.task_id, n)
+
+    def update(self, completed: float) -> None:
+        self.progress.update(self.task_id, completed=completed)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None = None) -> Iterator[_PlainTask | _RichTask]:
+    """A progress bar on a TTY, periodic plain lines otherwise; yields an object with advance(n)."""
+    if interactive():
+        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+        with Progress(*columns, console=err, transient=False) as p:
+            yield _RichTask(p, p.add_task(description, total=total))
+    else:
+        task = _PlainTask(description, total)
+        yield task
+        task._print(final=True)
+
+
+def summary(title: str, rows: Sequence[tuple[str, object]]) -> None:
+    """A two-column summary table (stdout)."""
+    if quiet():
+        return
+    table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, _fmt(value))
+    out.print(table)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return str(value)
+
+
+def print_error(what: str, where: str | None, fix: str | None) -> None:
+    """One error message: what, where, how to fix (stderr)."""
+    err.print(f"[bold red]error:[/] {_escape(what)}")
+    if where:
+        err.print(f"  [bold]where:[/] {_escape(where)}")
+    if fix:
+        err.print(f"  [bold]fix:[/] {_escape(fix)}")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+

@@ -1,0 +1,288 @@
+"""One dataclass per recipe section. The docstring under each field is its help text
+(`bertcli explain SECTION`). Fields left at `None` are resolved from the model family in
+`recipe.resolve`, so the recipe saved next to every output holds concrete values only.
+
+Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
+stage's output (e.g. number of processes) and so do not invalidate its cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+
+def num(default, *, ge=None, gt=None, le=None, hash=True):
+    """A field with numeric bounds checked at load time."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
+
+
+def nohash(default):
+    """A field that does not change what a stage writes (excluded from its cache key)."""
+    return field(default=default, metadata={"hash": False})
+
+
+# ----------------------------------------------------------------------------------------- corpus
+@dataclass
+class SourceConfig:
+    path: str
+    """A text file, directory, glob, a `datasets` hub name, or `builtin` (the running Python's own
+    documentation: about 2 MB of English prose, no download). A bare string in `sources` is this."""
+    format: Literal["auto", "text", "jsonl", "json", "parquet", "csv", "hub", "builtin"] = "auto"
+    """How to read `path`. `auto` picks by extension (.txt .jsonl .json .parquet .csv, directories
+    by their files); a name that is no local path is a `datasets` hub dataset."""
+    layout: Literal["sentences", "documents"] = "sentences"
+    """Text files only. `sentences`: Google BERT format, one sentence per line and a blank line
+    between documents. `documents`: one document per line, split into sentences by bertcli."""
+    text_field: str = "text"
+    """Column holding the text in jsonl/json/parquet/csv files and hub datasets."""
+    name: Optional[str] = None
+    """Hub datasets: the configuration name (e.g. `wikitext-103-raw-v1`)."""
+    split: str = "train"
+    """Hub datasets: the split to read."""
+    max_documents: Optional[int] = num(None, ge=1)
+    """Read at most this many documents from this source."""
+
+
+@dataclass
+class CorpusConfig:
+    sources: list[SourceConfig] = field(default_factory=lambda: [SourceConfig("builtin")])
+    """Where the text comes from; documents of all sources are concatenated in order."""
+    validation_fraction: float = num(0.01, ge=0.0, le=0.5)
+    """Fraction of documents held out for validation, chosen by a hash of each document's text,
+    so the split does not change when sources are added or reordered."""
+    sentence_split: Literal["auto", "always", "never"] = "auto"
+    """Split documents into sentences (English and CJK end punctuation). `auto`: only documents
+    that do not come one sentence per line (jsonl, parquet, csv, hub, `layout: documents`)."""
+    max_line_bytes: int = num(16 * 1024 * 1024, ge=1024)
+    """A line (or record) longer than this is an error rather than a silent memory blow-up."""
+    encoding_errors: Literal["error", "replace", "skip"] = "error"
+    """Lines that are not valid UTF-8: `error` stops with where they are, `replace` keeps them
+    with U+FFFD, `skip` drops them (both report how many)."""
+    min_sentence_chars: int = num(1, ge=1)
+    """Sentences shorter than this (after stripping) are dropped."""
+
+
+# -------------------------------------------------------------------------------------- tokenizer
+@dataclass
+class TokenizerConfig:
+    kind: Literal["wordpiece", "bpe", "unigram"] = "wordpiece"
+    """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
+    vocab_size: int = num(30522, ge=32)
+    """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
+    special_tokens: Optional[Literal["bert", "roberta", "albert"]] = None
+    """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
+    <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
+    lowercase: bool = True
+    """Lowercase text before tokenizing (BERT uncased). WordPiece and Unigram only: byte-level BPE
+    keeps case as RoBERTa does."""
+    strip_accents: Optional[bool] = None
+    """Remove accents (NFD, drop combining marks). Default: same as `lowercase`, as in BERT."""
+    split_cjk: bool = True
+    """Put spaces around CJK ideographs so each is its own word (BERT's tokenize_chinese_chars)."""
+    min_frequency: int = num(2, ge=1)
+    """Pieces seen fewer times than this are not added to the vocabulary."""
+    limit_alphabet: int = num(1000, ge=1)
+    """WordPiece/BPE: at most this many distinct characters in the initial alphabet."""
+    max_piece_length: int = num(16, ge=1)
+    """Unigram/WordPiece: longest piece, in characters."""
+    sample_documents: Optional[int] = num(None, ge=1)
+    """Train on the first N documents only (the whole corpus is still used for data)."""
+    model_max_length: int = num(512, ge=8)
+    """Written to tokenizer_config.json for transformers."""
+
+
+# ------------------------------------------------------------------------------------------- data
+@dataclass
+class DataConfig:
+    objective: Literal["nsp", "sop", "none"] = "nsp"
+    """Sentence-pair task: `nsp` (BERT: B is the next segment or a random one), `sop` (ALBERT:
+    two consecutive segments, swapped half the time) or `none` (RoBERTa: MLM only, packed)."""
+    max_seq_length: int = num(128, ge=8)
+    """Tokens per row, special tokens included."""
+    short_seq_prob: float = num(0.1, ge=0.0, le=1.0)
+    """NSP/SOP: probability of a shorter target length, drawn in [2, max_seq_length - 3]."""
+    packing: Literal["full_sentences", "doc_sentences"] = "full_sentences"
+    """`objective: none` only: FULL-SENTENCES packs sentences across document boundaries (with a
+    separator), DOC-SENTENCES stops at the end of each document (RoBERTa, section 4.2)."""
+    masking: Literal["static", "dynamic"] = "static"
+    """`static`: masks are drawn once per copy (`dupe_factor`) and stored. `dynamic`: a new mask
+    each time a row is served, drawn from (seed, epoch, row index) so resume is exact."""
+    dupe_factor: int = num(10, ge=1)
+    """Static masking: copies of the corpus, each with its own pairs and masks."""
+    mlm_probability: float = num(0.15, gt=0.0, le=1.0)
+    """Fraction of (non-special) tokens selected for prediction."""
+    mask_replace_prob: float = num(0.8, ge=0.0, le=1.0)
+    """Of the selected tokens, fraction replaced by the mask token."""
+    random_replace_prob: float = num(0.1, ge=0.0, le=1.0)
+    """Of the selected tokens, fraction replaced by a random non-special token (the rest is kept)."""
+    mask_count: Literal["fixed", "bernoulli"] = "fixed"
+    """`fixed`: exactly min(max_predictions_per_seq, max(1, round(n * p))) per row, as Google's
+    builder. `bernoulli`: each token independently with probability p, as transformers."""
+    max_predictions_per_seq: Optional[int] = num(20, ge=1)
+    """Cap on selected tokens per row (Google: 20 at 128 tokens, 80 at 512). null: no cap."""
+    whole_word: bool = False
+    """Select whole words: all pieces of a word are masked together."""
+    ngram: int = num(1, ge=1, le=10)
+    """Longest span, in whole words, selected at once; the length n is drawn with P(n) ∝ 1/n
+    (ALBERT: 3, i.e. 6/11, 3/11, 2/11). 1 turns n-gram masking off."""
+    word_segmenter: Literal["none", "jieba"] = "none"
+    """Chinese whole-word masking: group CJK characters into words with jieba (`pip install
+    bertcli[chinese]`). Without it every CJK character is its own word."""
+    num_proc: Optional[int] = field(default=None, metadata={"ge": 1, "hash": False})
+    """Worker processes for building (default: all cores). The result does not depend on it."""
+    documents_per_shard: int = field(default=1000, metadata={"ge": 1, "hash": False})
+    """Documents handed to a worker at a time; bounds memory, does not change the result."""
+
+
+# ------------------------------------------------------------------------------------------ model
+@dataclass
+class ModelConfig:
+    family: Literal["bert", "roberta", "albert"] = "bert"
+    """Which checkpoint format and heads: bert (BertForPreTraining: MLM + NSP head), roberta
+    (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head)."""
+    vocab_size: Optional[int] = num(None, ge=8)
+    """Default: the trained tokenizer's size. When set, the tokenizer must have exactly this many."""
+    hidden_size: int = num(768, ge=8)
+    """Width H of every layer."""
+    num_hidden_layers: int = num(12, ge=1)
+    """Depth L."""
+    num_attention_heads: int = num(12, ge=1)
+    """Heads A; must divide hidden_size."""
+    intermediate_size: int = num(3072, ge=1)
+    """Feed-forward width (4H in the papers)."""
+    embedding_size: Optional[int] = num(None, ge=8)
+    """Embedding width E; E < H adds an E→H projection (ALBERT's factorization). Default: H,
+    or 128 for albert."""
+    hidden_act: Optional[Literal["gelu", "gelu_new"]] = None
+    """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert."""
+    hidden_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
+    """Dropout on embeddings and sublayer outputs (ALBERT's paper: 0)."""
+    attention_probs_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
+    """Dropout on attention probabilities."""
+    max_position_embeddings: Optional[int] = num(None, ge=8)
+    """Learned positions. Default: 512, or 514 for roberta, whose positions start at
+    padding_idx + 1 = 2."""
+    type_vocab_size: Optional[int] = num(None, ge=1)
+    """Token-type (segment) embeddings. Default: 2, or 1 for roberta."""
+    layer_norm_eps: Optional[float] = num(None, gt=0.0)
+    """Default: 1e-12, or 1e-5 for roberta."""
+    initializer_range: float = num(0.02, gt=0.0)
+    """Std of the truncated-normal initialization."""
+    sharing: Optional[Literal["none", "all", "attention", "ffn"]] = None
+    """Cross-layer parameter sharing: `all` (ALBERT), or only the attention or feed-forward
+    sublayers (ALBERT's ablation). Default: none, all for albert."""
+    num_hidden_groups: int = num(1, ge=1)
+    """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
+    norm: Literal["post", "pre"] = "post"
+    """LayerNorm after each residual (the papers) or before each sublayer (more stable at depth;
+    transformers cannot run such checkpoints)."""
+    classifier_dropout: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
+
+
+# ------------------------------------------------------------------------------------------ train
+@dataclass
+class TrainConfig:
+    optimizer: Literal["adamw", "lamb"] = "adamw"
+    """AdamW (BERT, RoBERTa) or LAMB (ALBERT, large batches)."""
+    learning_rate: float = num(1e-4, gt=0.0)
+    """Peak learning rate, reached at the end of warmup."""
+    beta1: float = num(0.9, ge=0.0, le=1.0)
+    """Adam/LAMB first-moment decay."""
+    beta2: float = num(0.999, ge=0.0, le=1.0)
+    """Adam/LAMB second-moment decay (RoBERTa: 0.98)."""
+    eps: float = num(1e-6, gt=0.0)
+    """Adam/LAMB epsilon (BERT: 1e-6)."""
+    weight_decay: float = num(0.01, ge=0.0)
+    """Decoupled weight decay; never applied to biases and LayerNorm weights."""
+    schedule: Literal["linear", "polynomial", "cosine", "constant"] = "linear"
+    """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`."""
+    warmup_steps: int = num(10000, ge=0)
+    """Linear warmup from 0 to the peak learning rate."""
+    power: float = num(1.0, gt=0.0)
+    """Polynomial decay power (1.0 is linear)."""
+    min_lr_ratio: float = num(0.0, ge=0.0, le=1.0)
+    """Final learning rate as a fraction of the peak."""
+    max_steps: int = num(1000000, ge=1)
+    """Optimizer steps (each of `batch_size` sequences)."""
+    batch_size: int = num(256, ge=1)
+    """Global batch in sequences per optimizer step, across all processes."""
+    micro_batch_size: Optional[int] = field(default=None, metadata={"ge": 1, "hash": False})
+    """Sequences per forward/backward on one process; the rest is gradient accumulation.
+    Default: batch_size / number of processes. Does not change the result (up to rounding)."""
+    grad_clip: Optional[float] = num(1.0, gt=0.0)
+    """Clip the global gradient norm to this (null: no clipping)."""
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only)."""
+    device: str = nohash("auto")
+    """`auto` (cuda when available, else cpu), `cpu`, `cuda`, `cuda:1`, ..."""
+    compile: bool = nohash(False)
+    """Wrap the model in torch.compile."""
+    num_workers: int = field(default=1, metadata={"ge": 0, "hash": False})
+    """Data-loading worker processes (0: load in the training process)."""
+    log_every: int = nohash(10)
+    """Log metrics every N steps."""
+    eval_every: int = num(1000, ge=1)
+    """Validate on the held-out split every N steps (and at the end)."""
+    eval_batches: Optional[int] = num(50, ge=1)
+    """Validation batches per evaluation (null: the whole validation split)."""
+    save_every: int = nohash(1000)
+    """Write a checkpoint every N steps (and at the end)."""
+    keep_last: int = field(default=3, metadata={"ge": 1, "hash": False})
+    """Keep the newest N step checkpoints (final/ is always kept)."""
+    max_bad_steps: int = num(20, ge=0)
+    """Skip a step whose loss or gradients are not finite; stop after this many."""
+    tensorboard: bool = nohash(True)
+    """Also write TensorBoard events when tensorboard is installed."""
+
+
+# --------------------------------------------------------------------------------------- finetune
+@dataclass
+class TaskOverrides:
+    learning_rate: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.learning_rate for this task."""
+    epochs: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.epochs for this task."""
+    batch_size: Optional[int] = num(None, ge=1)
+    """Overrides finetune.batch_size for this task."""
+    max_seq_length: Optional[int] = num(None, ge=8)
+    """Overrides finetune.max_seq_length for this task."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio for this task."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay for this task."""
+
+
+@dataclass
+class FinetuneConfig:
+    learning_rate: float = num(2e-5, gt=0.0)
+    """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
+    epochs: float = num(3.0, gt=0.0)
+    """Passes over the training set."""
+    batch_size: int = num(32, ge=1)
+    """Sequences per optimizer step."""
+    max_seq_length: int = num(128, ge=8)
+    """Longer pairs are truncated, longest segment first."""
+    warmup_ratio: float = num(0.1, ge=0.0, le=1.0)
+    """Fraction of steps with linear warmup; then linear decay to 0."""
+    weight_decay: float = num(0.01, ge=0.0)
+    """AdamW weight decay (not on biases and LayerNorm)."""
+    beta1: float = num(0.9, ge=0.0, le=1.0)
+    """AdamW first-moment decay."""
+    beta2: float = num(0.999, ge=0.0, le=1.0)
+    """AdamW second-moment decay."""
+    eps: float = num(1e-6, gt=0.0)
+    """AdamW epsilon."""
+    grad_clip: Optional[float] = num(1.0, gt=0.0)
+    """Clip the global gradient norm (null: no clipping)."""
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """As train.precision."""
+    device: str = nohash("auto")
+    """As train.device."""
+    eval_batch_size: int = field(default=128, metadata={"ge": 1, "hash": False})
+    """Sequences per evaluation batch."""
+    max_train_examples: Optional[int] = num(None, ge=1)
+    """Use only the first N training examples (quick experiments)."""
+    tasks: dict[str, TaskOverrides] = field(default_factory=dict)
+    """Per-task overrides, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""

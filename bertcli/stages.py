@@ -1,0 +1,82 @@
+"""Cached stage outputs: `<cache>/<stage>-<hash>/`, written under a temporary name and renamed
+when complete, so an interrupted stage never looks finished.
+
+The hash covers the recipe sections the stage depends on (tokenizer <- corpus + tokenizer;
+data <- corpus + tokenizer + data) plus a fingerprint of the corpus files (path, size, mtime),
+so editing a corpus file rebuilds what depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from bertcli.recipe import Recipe
+
+# The sections each stage's output depends on.
+STAGE_SECTIONS = {
+    "corpus": ("corpus",),
+    "tokenizer": ("corpus", "tokenizer"),
+    "data": ("corpus", "tokenizer", "data"),
+}
+COMPLETE_MARKER = "recipe.yaml"  # written last, just before the rename
+
+
+def stage_dir(recipe: Recipe, stage: str, fingerprint=None) -> Path:
+    """The directory a stage's output lives in (it may not exist yet)."""
+    key = recipe.section_hash(*STAGE_SECTIONS[stage], extra=fingerprint)
+    return recipe.cache / f"{stage}-{key}"
+
+
+def is_complete(path: Path) -> bool:
+    return path.is_dir() and (path / COMPLETE_MARKER).is_file()
+
+
+@contextlib.contextmanager
+def building(final: Path, recipe: Recipe) -> Iterator[Path]:
+    """Yield a temporary directory next to `final`; on success save the resolved recipe into it
+    and rename it to `final` (replacing an older copy); on failure remove it."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
+    tmp.mkdir()
+    try:
+        yield tmp
+        recipe.save(tmp)
+        if final.exists():
+            trash = final.with_name(f".{final.name}.old-{os.getpid()}")
+            os.replace(final, trash)
+            os.replace(tmp, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def remove_stale_temporaries(parent: Path, max_age_s: float = 24 * 3600) -> None:
+    """Remove temporary stage directories left by killed runs (older than `max_age_s`)."""
+    if not parent.is_dir():
+        return
+    now = time.time()
+    for p in parent.iterdir():
+        if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
+            with contextlib.suppress(OSError):
+                if now - p.stat().st_mtime > max_age_s:
+                    shutil.rmtree(p, ignore_errors=True)
+
+
+@dataclass
+class StageResult:
+    """What a stage produced: where, whether it was reused from the cache, and summary rows."""
+
+    name: str
+    path: Path
+    reused: bool
+    summary: list[tuple[str, object]] = field(default_factory=list)

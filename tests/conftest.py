@@ -1,0 +1,67 @@
+"""Shared test helpers: run the real CLI in a subprocess, write small corpora, tiny recipes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Tests never touch the network: hub look-ups fail fast instead of hanging.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass
+class CliResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600, env: dict | None = None) -> CliResult:
+    """Run `python -m bertcli ARGS` as a user would, capturing output."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertcli", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """`cli(*args)` runs the real CLI with the test's tmp_path as working directory."""
+
+    def _run(*args, **kw):
+        kw.setdefault("cwd", tmp_path)
+        return run_cli(*args, **kw)
+
+    return _run
+
+
+def write_documents(path: Path, documents: list[list[str]]) -> Path:
+    """Write documents in Google BERT format: one sentence per line, blank line between documents."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join("\n".join(doc) for doc in documents) + "\n", encoding="utf-8")
+    return path
+
+
+def assert_user_error(result: CliResult, *needles: str) -> None:
+    """A user mistake: exit code 2, one message naming the problem, no traceback."""
+    assert result.rc == 2, f"expected exit code 2, got {result.rc}\n{result.output}"
+    assert "Traceback" not in result.output, result.output
+    assert "error:" in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in result.output, f"{needle!r} not in:\n{result.output}"
