@@ -224,7 +224,8 @@ def build(cls: type, raw: Any, path: str, ctx: _Ctx):
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise UserError(f"{path or 'recipe'}: expected a mapping, got {_describe(raw)}", where=ctx.at(path))
+        name = path.rstrip(".") or "recipe"
+        raise UserError(f"{name}: expected a mapping, got {_describe(raw)}", where=ctx.at(name))
     flds = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     hints = typing.get_type_hints(cls)
     for key in raw:
@@ -419,8 +420,6 @@ def validate(r: Recipe) -> None:
     if tr.micro_batch_size is not None and tr.batch_size % tr.micro_batch_size:
         fail(f"train.batch_size {tr.batch_size} is not a multiple of train.micro_batch_size "
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
-    if tr.warmup_steps > tr.max_steps:
-        fail(f"train.warmup_steps {tr.warmup_steps} exceeds train.max_steps {tr.max_steps}")
     if tr.precision == "fp16" and tr.device == "cpu":
         fail("train.precision fp16 needs CUDA (loss scaling); on CPU use bf16 or fp32")
 

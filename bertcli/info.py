@@ -1,0 +1,35 @@
+"""`bertcli info`: what a recipe would build where, and the size of its model."""
+
+from __future__ import annotations
+
+from bertcli.recipe import Recipe
+from bertcli.stages import is_complete, stage_dir
+
+
+def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
+    """Summary tables: stage directories (built or missing), then parameter counts and FLOPs."""
+    from bertcli.corpus import corpus_fingerprint
+
+    fingerprint = corpus_fingerprint(recipe.corpus)
+    rows: list[tuple[str, object]] = []
+    for stage in ("corpus", "tokenizer", "data"):
+        path = stage_dir(recipe, stage, fingerprint)
+        rows.append((stage, f"{path}  ({'built' if is_complete(path) else 'missing'})"))
+    run = recipe.out
+    final = run / "final"
+    rows.append(("run", f"{run}  ({'finished' if is_complete(final) else 'not finished'})"))
+    tables = [("stages", rows)]
+
+    from bertcli.model.count import flops_per_token, parameter_counts
+
+    m = recipe.model
+    vocab = m.vocab_size or recipe.tokenizer.vocab_size
+    counts = parameter_counts(m, vocab)
+    size_rows: list[tuple[str, object]] = [(k.replace("_", " "), v) for k, v in counts.items()]
+    seq = recipe.data.max_seq_length
+    flops = flops_per_token(m, vocab, seq, recipe.data.mlm_probability)
+    size_rows.append((f"training FLOPs per token (seq {seq})", f"{flops:.3e}"))
+    tokens = recipe.train.max_steps * recipe.train.batch_size * seq
+    size_rows.append(("training FLOPs for the run (upper bound)", f"{flops * tokens:.3e}"))
+    tables.append((f"model: {m.family}, vocab {vocab:,}", size_rows))
+    return tables
