@@ -2,4 +2,5 @@
 
 from bertcli.cli import main
 
-main()
+if __name__ == "__main__":  # spawned worker processes import this module too
+    main()

@@ -103,10 +103,14 @@ def pretrain(
     resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
 ) -> None:
-    """Run every missing stage (tokenize, build-data), then pretrain."""
+    """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
+    (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
+    save a checkpoint and exit with 128 + the signal number."""
     from bertcli.train.pipeline import run_pretrain
 
-    run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+    result = run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+    if result.interrupted:
+        raise typer.Exit(code=128 + int(result.interrupted))
 
 
 @app.command("fill-mask")
@@ -125,7 +129,8 @@ def fill_mask(
 @finetune_app.command("glue")
 def finetune_glue(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
-    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings work) or all."),
+    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), several "
+                            "separated by commas, or all (every task found in --data-dir)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
     hub: Optional[str] = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
     recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),

@@ -27,10 +27,13 @@ def nohash(default):
 class SourceConfig:
     path: str
     """A text file, directory, glob, a `datasets` hub name, or `builtin` (the running Python's own
-    documentation: about 2 MB of English prose, no download). A bare string in `sources` is this."""
+    documentation: about 2 MB of English prose, no download). A bare string in `sources` is this.
+    Files may be compressed (.gz .bz2 .xz); a directory written by `datasets`' save_to_disk is read
+    as a dataset. Relative paths are read from the current directory."""
     format: Literal["auto", "text", "jsonl", "json", "parquet", "csv", "hub", "builtin"] = "auto"
-    """How to read `path`. `auto` picks by extension (.txt .jsonl .json .parquet .csv, directories
-    by their files); a name that is no local path is a `datasets` hub dataset."""
+    """How to read `path`. `auto` picks by extension (.jsonl .json .parquet .csv .tsv; any other
+    file is text), for each file of a directory or glob; a name that is no local path (`owner/name`)
+    is a `datasets` hub dataset."""
     layout: Literal["sentences", "documents"] = "sentences"
     """Text files only. `sentences`: Google BERT format, one sentence per line and a blank line
     between documents. `documents`: one document per line, split into sentences by bertcli."""
@@ -74,18 +77,21 @@ class TokenizerConfig:
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
     <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
     lowercase: bool = True
-    """Lowercase text before tokenizing (BERT uncased). WordPiece and Unigram only: byte-level BPE
-    keeps case as RoBERTa does."""
+    """Lowercase text before tokenizing (BERT uncased). RoBERTa's byte-level BPE keeps case: the
+    roberta recipes set false (a lowercased BPE is saved as a generic PreTrainedTokenizerFast)."""
     strip_accents: Optional[bool] = None
     """Remove accents (NFD, drop combining marks). Default: same as `lowercase`, as in BERT."""
     split_cjk: bool = True
-    """Put spaces around CJK ideographs so each is its own word (BERT's tokenize_chinese_chars)."""
+    """WordPiece: put spaces around CJK ideographs so each is its own word (BERT's
+    tokenize_chinese_chars). Unigram and byte-level BPE learn pieces of CJK text themselves, as
+    SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
     min_frequency: int = num(2, ge=1)
     """Pieces seen fewer times than this are not added to the vocabulary."""
     limit_alphabet: int = num(1000, ge=1)
-    """WordPiece/BPE: at most this many distinct characters in the initial alphabet."""
+    """WordPiece: at most this many distinct characters (the most frequent) in the initial
+    alphabet; rarer ones become [UNK]. Byte-level BPE always keeps its 256 bytes."""
     max_piece_length: int = num(16, ge=1)
-    """Unigram/WordPiece: longest piece, in characters."""
+    """Unigram: longest piece, in characters."""
     sample_documents: Optional[int] = num(None, ge=1)
     """Train on the first N documents only (the whole corpus is still used for data)."""
     model_max_length: int = num(512, ge=8)
@@ -109,7 +115,8 @@ class DataConfig:
     """`static`: masks are drawn once per copy (`dupe_factor`) and stored. `dynamic`: a new mask
     each time a row is served, drawn from (seed, epoch, row index) so resume is exact."""
     dupe_factor: int = num(10, ge=1)
-    """Static masking: copies of the corpus, each with its own pairs and masks."""
+    """Copies of the training documents, each with its own pairs and (static) masks. Packed rows
+    with dynamic masking would be identical copies: one is built. Validation gets one copy."""
     mlm_probability: float = num(0.15, gt=0.0, le=1.0)
     """Fraction of (non-special) tokens selected for prediction."""
     mask_replace_prob: float = num(0.8, ge=0.0, le=1.0)
@@ -152,8 +159,9 @@ class ModelConfig:
     intermediate_size: int = num(3072, ge=1)
     """Feed-forward width (4H in the papers)."""
     embedding_size: Optional[int] = num(None, ge=8)
-    """Embedding width E; E < H adds an E→H projection (ALBERT's factorization). Default: H,
-    or 128 for albert."""
+    """Embedding width E; E ≠ H adds an E→H projection (ALBERT's factorization; albert models
+    always have it). Default: H, or 128 for albert. transformers cannot load bert/roberta
+    checkpoints with E ≠ H (bertcli can)."""
     hidden_act: Optional[Literal["gelu", "gelu_new"]] = None
     """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert."""
     hidden_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
@@ -168,15 +176,17 @@ class ModelConfig:
     layer_norm_eps: Optional[float] = num(None, gt=0.0)
     """Default: 1e-12, or 1e-5 for roberta."""
     initializer_range: float = num(0.02, gt=0.0)
-    """Std of the truncated-normal initialization."""
+    """Std of the initialization, as transformers: normal(0, std) for linear and embedding
+    weights, zero biases, LayerNorm 1 and 0."""
     sharing: Optional[Literal["none", "all", "attention", "ffn"]] = None
     """Cross-layer parameter sharing: `all` (ALBERT), or only the attention or feed-forward
     sublayers (ALBERT's ablation). Default: none, all for albert."""
     num_hidden_groups: int = num(1, ge=1)
     """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
     norm: Literal["post", "pre"] = "post"
-    """LayerNorm after each residual (the papers) or before each sublayer (more stable at depth;
-    transformers cannot run such checkpoints)."""
+    """LayerNorm after each residual (the papers) or before each sublayer, plus a final LayerNorm
+    (more stable at depth). Pre-LN checkpoints round-trip in bertcli (config.json's `bertcli`
+    block) but transformers would run them as post-LN: a warning says so when saving."""
     classifier_dropout: Optional[float] = num(None, ge=0.0, le=1.0)
     """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
 
@@ -226,7 +236,8 @@ class TrainConfig:
     eval_every: int = num(1000, ge=1)
     """Validate on the held-out split every N steps (and at the end)."""
     eval_batches: Optional[int] = num(50, ge=1)
-    """Validation batches per evaluation (null: the whole validation split)."""
+    """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
+    the held-out split (null: the whole validation split)."""
     save_every: int = nohash(1000)
     """Write a checkpoint every N steps (and at the end)."""
     keep_last: int = field(default=3, metadata={"ge": 1, "hash": False})
@@ -284,5 +295,10 @@ class FinetuneConfig:
     """Sequences per evaluation batch."""
     max_train_examples: Optional[int] = num(None, ge=1)
     """Use only the first N training examples (quick experiments)."""
+    save_model: bool = nohash(True)
+    """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
+    bad_rows: Literal["error", "skip"] = "error"
+    """GLUE TSV rows with the wrong number of fields: `error` stops with the file and line,
+    `skip` leaves them out (counted in results.json), as transformers' QQP reader does."""
     tasks: dict[str, TaskOverrides] = field(default_factory=dict)
     """Per-task overrides, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""

@@ -28,4 +28,31 @@ Trainer-facing API:
             pair_labels     LongTensor [B]      only when rows carry pair_label
         Dynamic masking draws from an RNG seeded by (seed, epoch, index) of each row, so the
         same row in the same epoch always gets the same mask (exact resume).
+
+Also: run_build_data(recipe, force) / ensure_data(recipe) -> StageResult (the stage; path =
+data_dir(recipe)). Stored dtypes: int32 ids and positions, int8 token types, labels and word
+starts. Rows are stored in corpus order (document, then copy): the trainer shuffles them.
 """
+
+from __future__ import annotations
+
+import importlib
+
+# Exported lazily: importing bertcli.data must not import torch or datasets.
+_EXPORTS = {
+    "load_data": "bertcli.data.dataset",
+    "PretrainDataset": "bertcli.data.dataset",
+    "PretrainCollator": "bertcli.data.collator",
+    "run_build_data": "bertcli.data.build",
+    "ensure_data": "bertcli.data.build",
+    "data_dir": "bertcli.data.build",
+    "MaskSpec": "bertcli.data.masking",
+    "mask_row": "bertcli.data.masking",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'bertcli.data' has no attribute {name!r}")

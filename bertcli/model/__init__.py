@@ -13,4 +13,38 @@ CONTRACT (used by the trainer, fill-mask and fine-tuning)
         model.safetensors (transformers' names), tokenizer files
     load_checkpoint(directory, head="pretraining" | "classification", num_labels=None)
         -> (model, LoadReport)  any HF bert/roberta/albert directory; fresh heads are listed
+
+ADDED (also usable)
+    build_model(..., head="classification", labels=[names] | num_labels=C)  1 label = regression
+    load_checkpoint(..., labels=[names]); the model comes back in eval mode on the CPU in fp32.
+    LoadReport: fresh (transformers names initialized fresh), unused (checkpoint tensors this
+        model does not use, e.g. cls.* when fine-tuning), notes, warnings (all, as lines).
+    save_checkpoint(...) -> list of caveats for transformers users (pre-LN, unrolled sharing, E != H).
+    model.config: EncoderConfig (family, sizes, labels ...); model.encoder(input_ids,
+        attention_mask, token_type_ids) -> EncoderOutput with .padded() [B, T, H] last hidden
+        states (zeros at padding), .first() [B, H]; model.encoder.pool(out) the BERT pooler.
+    read_config(directory) -> EncoderConfig without loading weights (no torch import).
+    parameter_counts(model_cfg, vocab_size), flops_per_token(model_cfg, vocab_size, seq_len,
+        mlm_fraction): for `bertcli info` (bertcli.model.count).
+    Switches for benchmarks: model.encoder.unpad (run dense layers on real tokens only) and
+        model.sparse_last_layer (last layer only where heads read); both on by default.
 """
+
+# Names are imported on first use (PEP 562), so `import bertcli.model.hf` and the CLI's error
+# paths do not pay for importing torch.
+import importlib
+
+_EXPORTS = {
+    "build_model": "heads", "PreTrainingModel": "heads", "PreTrainingOutput": "heads",
+    "SequenceClassifier": "heads", "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
+    "LoadReport": "checkpoint", "unwrap": "checkpoint", "read_config": "hf", "EncoderConfig": "config",
+    "encoder_config": "config", "Encoder": "encoder", "EncoderOutput": "encoder",
+    "parameter_counts": "count", "flops_per_token": "count",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bertcli.model' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bertcli.model.{_EXPORTS[name]}"), name)

@@ -1,0 +1,114 @@
+"""Word boundaries of tokenized sentences, for whole-word and n-gram masking.
+
+A token starts a word when the tokenizer's pre-tokenizer put it in a new word (`word_ids` of
+the encoding) or when its vocabulary entry carries the kind's word-start marker:
+    wordpiece  no `##` prefix            (BERT)
+    bpe        `Ġ` prefix (a space byte)  (byte-level BPE, RoBERTa / GPT-2)
+    unigram    `▁` prefix (Metaspace)     (SentencePiece style, ALBERT)
+The union of both signals is right whichever pre-tokenizer a tokenizer.json uses (a Unigram
+model without pre-tokenizer still marks words with `▁`; byte-level BPE splits punctuation off
+the word before it through its pre-tokenizer).
+
+Chinese has no spaces: with `word_segmenter: jieba` consecutive CJK characters are grouped into
+jieba's words, using the tokens' character offsets (BERT's own flag would give one word per
+character; Cui et al. 2019 segment with LTP). jieba is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from bertcli.errors import UserError
+
+_MARKERS = {"bpe": "Ġ", "unigram": "▁"}
+
+
+def start_marker_table(tokenizer, kind: str) -> np.ndarray:
+    """bool [V]: True where a vocabulary entry by itself marks the start of a word."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    table = np.zeros(max(vocab.values(), default=-1) + 1, dtype=bool)
+    for piece, i in vocab.items():
+        if kind == "wordpiece":
+            table[i] = not piece.startswith("##")
+        else:
+            table[i] = piece.startswith(_MARKERS.get(kind, "\0"))
+    return table
+
+
+def is_cjk(ch: str) -> bool:
+    """CJK ideographs (the ranges of BERT's tokenization._is_chinese_char)."""
+    cp = ord(ch)
+    return (
+        0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+def load_segmenter(name: str) -> Optional[Callable[[str], list[str]]]:
+    """`jieba` -> a function text -> words; `none` -> None. Clear error when jieba is missing."""
+    if name in (None, "none"):
+        return None
+    try:
+        import jieba  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        raise UserError(
+            "data.word_segmenter is jieba, but the jieba package is not installed",
+            fix="pip install 'bertcli[chinese]' (or pip install jieba), or set data.word_segmenter: none",
+        ) from None
+    import logging
+
+    jieba.setLogLevel(logging.WARNING)
+    return lambda text: list(jieba.cut(text, HMM=True))
+
+
+def word_starts(
+    ids: Sequence[int],
+    word_ids: Sequence[Optional[int]],
+    markers: np.ndarray,
+    text: Optional[str] = None,
+    offsets: Optional[Sequence[tuple[int, int]]] = None,
+    segment: Optional[Callable[[str], list[str]]] = None,
+) -> np.ndarray:
+    """int8 [n]: 1 where token i starts a word. With `segment` (jieba), `text` and `offsets`,
+    a token between two CJK characters starts a word only where the segmenter starts one."""
+    n = len(ids)
+    out = np.zeros(n, dtype=np.int8)
+    if n == 0:
+        return out
+    ids_a = np.asarray(ids, dtype=np.int64)
+    wid = np.array([-1 if w is None else w for w in word_ids], dtype=np.int64)
+    new_word = np.ones(n, dtype=bool)
+    new_word[1:] = wid[1:] != wid[:-1]
+    in_table = ids_a < len(markers)
+    marker = np.zeros(n, dtype=bool)
+    marker[in_table] = markers[ids_a[in_table]]
+    starts = new_word | marker
+    if segment is not None and text and offsets is not None and any(map(is_cjk, text)):
+        starts = _segment_cjk(starts, text, offsets, segment)
+    starts[0] = True
+    out[starts] = 1
+    return out
+
+
+def _segment_cjk(starts: np.ndarray, text: str, offsets, segment) -> np.ndarray:
+    """Re-decide word starts for tokens that begin on a CJK character right after another CJK
+    character: a start exactly where the segmenter begins a word, a continuation elsewhere."""
+    boundaries = set()
+    pos = 0
+    for word in segment(text):
+        boundaries.add(pos)
+        pos += len(word)
+    starts = starts.copy()
+    prev_start, prev_char_cjk = -1, False
+    for i, (a, b) in enumerate(offsets):
+        here_cjk = a < len(text) and is_cjk(text[a])
+        if here_cjk and prev_char_cjk and i > 0:
+            # byte-level BPE may split one character into several tokens with the same offset
+            starts[i] = a != prev_start and a in boundaries
+        if b > a:
+            prev_char_cjk = is_cjk(text[b - 1]) if b - 1 < len(text) else False
+            prev_start = a
+    return starts

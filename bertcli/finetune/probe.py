@@ -1,0 +1,123 @@
+"""Does pretraining help? A small labeled task built offline from real text, fine-tuned once from
+a pretrained checkpoint and once from the same architecture randomly initialized, with the same
+data, hyperparameters, seed and number of steps.
+
+The text is the built-in corpus (the running Python's own documentation), split into sentences;
+train and dev examples come from disjoint documents. Tasks:
+    order    two consecutive sentences of a document, in their original order (label 0) or
+             swapped (label 1): needs discourse and syntax, not keywords.
+    shuffle  one sentence as written (0) or with its words randomly reordered (1): needs a sense
+             of word order, which masked-language-model pretraining gives.
+Both are balanced (chance = 50%). Used by `scripts/pretraining_helps.py` and by a test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bertcli.finetune.readers import Split, TaskData
+from bertcli.finetune.tasks import EvalSplit, TaskSpec
+
+KINDS = ("order", "shuffle")
+
+
+def probe_spec(kind: str) -> TaskSpec:
+    if kind == "order":
+        return TaskSpec("order", "ORDER", ("0", "1"), ("in_order", "swapped"), ("accuracy",),
+                        tsv_a="sentence1", tsv_b="sentence2", tsv_label="label", test=())
+    if kind == "shuffle":
+        return TaskSpec("shuffle", "SHUFFLE", ("0", "1"), ("original", "shuffled"), ("accuracy",),
+                        tsv_a="sentence", tsv_b=None, tsv_label="label", hub_a="sentence", hub_b=None,
+                        dev=(EvalSplit("dev", "dev.tsv", "validation"),), test=())
+    raise ValueError(f"unknown probe kind {kind!r}; expected one of {KINDS}")
+
+
+def probe_documents(max_sentences: int | None = None, min_words: int = 4, max_words: int = 40) -> list[list[str]]:
+    """Built-in documents (in their fixed order) as lists of sentences of a sensible length, at
+    least 2 per document; reading stops once `max_sentences` are collected (reading all of the
+    standard library's docstrings takes seconds)."""
+    from bertcli.builtin_corpus import iter_documents
+    from bertcli.corpus import split_sentences
+
+    docs, total = [], 0
+    for _, text in iter_documents():
+        sentences = [s for s in split_sentences(text) if min_words <= len(s.split()) <= max_words]
+        if len(sentences) >= 2:
+            docs.append(sentences)
+            total += len(sentences)
+            if max_sentences is not None and total >= max_sentences:
+                break
+    return docs
+
+
+def _examples(kind: str, docs: list[list[str]], rng: np.random.Generator):
+    """(text_a, text_b or None, label, source sentences) for every usable spot of `docs`,
+    labels drawn at random."""
+    out = []
+    for doc in docs:
+        if kind == "order":
+            for i in range(0, len(doc) - 1, 2):          # disjoint pairs: no sentence used twice
+                a, b, label = doc[i], doc[i + 1], int(rng.integers(2))
+                out.append((b, a, 1, (a, b)) if label else (a, b, 0, (a, b)))
+        else:
+            for s in doc:
+                words = s.split()
+                label = int(rng.integers(2))
+                if label:
+                    perm = rng.permutation(len(words))
+                    if np.all(perm == np.arange(len(words))):
+                        perm = np.roll(perm, 1)
+                    words = [words[j] for j in perm]
+                out.append((" ".join(words), None, label, (s,)))
+    return out
+
+
+def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction: float = 0.3) -> TaskData:
+    """The probe task with up to n_train / n_dev examples; dev documents are a seeded
+    `dev_fraction` of the documents, and no sentence of a dev example occurs in training."""
+    spec = probe_spec(kind)
+    rng = np.random.default_rng(seed)
+    per_example = 2 if spec.pair else 1
+    # Enough for both sides with a margin for the random document split.
+    docs = probe_documents(max_sentences=int(1.5 * per_example * (n_train / (1 - dev_fraction) + n_dev / dev_fraction)))
+    is_dev = rng.random(len(docs)) < dev_fraction
+    train_docs = [d for d, v in zip(docs, is_dev) if not v]
+    train = _examples(kind, train_docs, rng)
+    # The documentation repeats itself (shared docstrings): a dev example whose sentence also
+    # occurs in a training document is dropped.
+    seen = {s for d in train_docs for s in d}
+    dev = [ex for ex in _examples(kind, [d for d, v in zip(docs, is_dev) if v], rng) if not seen.intersection(ex[3])]
+
+    def split(name: str, rows: list, n: int) -> Split:
+        pick = rng.permutation(len(rows))[:n]
+        rows = [rows[i] for i in pick]
+        return Split(name, f"builtin corpus ({kind} probe)", [r[0] for r in rows],
+                     [r[1] for r in rows] if spec.pair else None,
+                     np.asarray([r[2] for r in rows], dtype=np.int64), [str(i) for i in range(len(rows))])
+
+    return TaskData(spec, "probe", "builtin corpus", split("train", train, n_train), [split("dev", dev, n_dev)])
+
+
+def pretraining_helps(checkpoint: Path, out: Path, kind: str = "order", n_train: int = 2000, n_dev: int = 600,
+                      epochs: float = 3, learning_rate: float = 1e-4, batch_size: int = 32, max_seq_length: int = 128,
+                      seed: int = 0, device: str = "auto") -> dict:
+    """Fine-tune `checkpoint` and its randomly initialized twin on the probe; dev accuracies."""
+    from bertcli.finetune.run import run_task
+    from bertcli.recipe import load_recipe
+
+    recipe = load_recipe("glue", [f"finetune.learning_rate={learning_rate}", f"finetune.epochs={epochs}",
+                                  f"finetune.batch_size={batch_size}", f"finetune.max_seq_length={max_seq_length}",
+                                  "finetune.save_model=false", f"finetune.device={device}", f"seed={seed}"])
+    data = build_probe(kind, n_train, n_dev, seed)
+    scores = {init: run_task(recipe, Path(checkpoint), data, Path(out) / init, init=init)
+              for init in ("pretrained", "random")}
+    return {
+        "probe": kind, "checkpoint": str(checkpoint), "train_examples": len(data.train),
+        "dev_examples": len(data.dev[0]), "epochs": epochs, "learning_rate": learning_rate,
+        "batch_size": batch_size, "seed": seed, "chance": 0.5,
+        "pretrained_accuracy": scores["pretrained"]["dev"]["dev"]["accuracy"],
+        "random_init_accuracy": scores["random"]["dev"]["dev"]["accuracy"],
+        "steps": scores["pretrained"]["steps"],
+    }

@@ -1,0 +1,229 @@
+"""`bertcli finetune glue`: fine-tune a checkpoint on GLUE tasks, report dev scores, write
+submission files.
+
+Output (default `runs/glue/<checkpoint name>/`):
+    <task>/                  the best epoch's classifier as a Hugging Face directory (config.json,
+                             model.safetensors, tokenizer files), results.json, dev_predictions/,
+                             recipe.yaml; written under a temporary name, renamed when complete
+    submission/<Task>.tsv    test-set predictions in the GLUE server's format
+    glue_results.json        with several tasks: every task's dev scores and the GLUE average
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.finetune import metrics
+from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_task
+from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
+from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "vocab.json")
+
+
+def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, hub: str | None = None,
+             out: Path | None = None) -> dict:
+    """Fine-tune `checkpoint` on `task` (a name, comma-separated names, or `all`); returns the
+    summary written to glue_results.json (also when one task ran)."""
+    cfg = recipe.finetune
+    task_overrides(cfg)                       # unknown task keys fail before any work
+    if (data_dir is None) == (hub is None):
+        raise UserError("give exactly one of --data-dir (local GLUE files) and --hub (a `datasets` name)",
+                        fix="e.g. --data-dir glue_data, or --hub nyu-mll/glue")
+    checkpoint = Path(checkpoint)
+    check_checkpoint(checkpoint)
+    specs = select_tasks(task, data_dir, hub)
+    out = Path(out) if out is not None else default_out(checkpoint)
+
+    # Read every task before training any, so a broken file is found in seconds, not hours.
+    datas = []
+    for spec in specs:
+        console.log(f"reading {spec.glue_name} from {hub or data_dir}")
+        data = load_task(spec, data_dir, hub, bad_rows=cfg.bad_rows)
+        for file, n in data.skipped.items():
+            console.log(f"warning: {file}: left out {n:,} rows with the wrong number of fields (finetune.bad_rows=skip)")
+        datas.append(data)
+
+    results = {}
+    for data in datas:
+        results[data.task.name] = run_task(recipe, checkpoint, data, out)
+    summary = summarize(results)
+    write_json(out / "glue_results.json", summary)
+    show(results, summary)
+    console.log(f"results in {out}; submission files in {out / 'submission'}")
+    return summary
+
+
+def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[TaskSpec]:
+    """`all` (every task found in data_dir; all nine with --hub), or names separated by commas."""
+    if task.strip().lower() == "all":
+        if hub:
+            return [TASKS[t] for t in GLUE_ORDER]
+        found = find_tasks(Path(data_dir))
+        if not found and detect_layout(Path(data_dir)) is not None:
+            raise UserError(f"{data_dir} holds one task's files, not GLUE task folders", where=str(data_dir),
+                            fix="name that task with --task (e.g. --task rte), or point --data-dir at the folder above")
+        if not found:
+            seen = sorted(p.name for p in Path(data_dir).iterdir()) if Path(data_dir).is_dir() else []
+            raise UserError(f"no GLUE task folders in {data_dir}", where=str(data_dir),
+                            fix=f"found: {', '.join(seen) or 'nothing'}; expected folders such as CoLA, SST-2, "
+                                "MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (or cola, sst2, ... in the datasets layout)")
+        return [TASKS[t] for t in GLUE_ORDER if t in found]
+    specs = [get_task(name) for name in task.split(",") if name.strip()]
+    if not specs:
+        raise UserError("--task is empty", fix="a task name such as rte, or all")
+    return list({s.name: s for s in specs}.values())
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    if not checkpoint.is_dir():
+        raise UserError(f"checkpoint directory {checkpoint} does not exist",
+                        fix="pass a bertcli run's checkpoint (e.g. runs/bert-tiny/final) or a transformers directory")
+    if not (checkpoint / "config.json").is_file():
+        raise UserError(f"{checkpoint} has no config.json: not a Hugging Face checkpoint directory",
+                        where=str(checkpoint))
+    if not any((checkpoint / name).is_file() for name in TOKENIZER_FILES):
+        raise UserError(f"checkpoint {checkpoint} has no tokenizer (no tokenizer.json)", where=str(checkpoint),
+                        fix="save the tokenizer next to the weights, e.g. "
+                            "AutoTokenizer.from_pretrained(SRC).save_pretrained(DIR), or copy the run's tokenizer files")
+
+
+def default_out(checkpoint: Path) -> Path:
+    """runs/glue/<checkpoint name>; `final` and `step-N` are named with their run too."""
+    path = checkpoint.resolve()
+    name = path.name
+    if name == "final" or name.startswith("step"):
+        name = f"{path.parent.name}-{name}"
+    return Path("runs/glue") / name
+
+
+def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
+    """Fine-tune, evaluate and predict one task; returns its results.json content.
+    `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
+    shows what pretraining is worth."""
+    import torch
+
+    from bertcli.finetune.encode import encode_split
+    from bertcli.finetune.loop import fit, predict, schedule_lengths
+    from bertcli.model import load_checkpoint, save_checkpoint
+    from bertcli.stages import building
+    from bertcli.tokenizer import load_tokenizer
+    from bertcli.train.precision import resolve_device
+
+    cfg, task = recipe.finetune, data.task
+    hyper = resolve_hyper(cfg, task)
+    device = resolve_device(cfg.device)
+    tok = load_tokenizer(checkpoint)
+    torch.manual_seed(recipe.seed)            # the fresh head's initialization
+    model, report = load_checkpoint(checkpoint, head="classification", num_labels=task.num_labels,
+                                    labels=task.label_names)
+    if init == "random":
+        from bertcli.model.heads import init_weights
+
+        init_weights(model)
+    check_fit(model, tok, hyper.max_seq_length, checkpoint)
+    zero_types = model.config.type_vocab_size < 2
+
+    train = data.train
+    if cfg.max_train_examples is not None:
+        train = _head(train, cfg.max_train_examples)
+    enc = lambda split, what: encode_split(tok.tokenizer, split, hyper.max_seq_length, zero_types,  # noqa: E731
+                                           desc=f"tokenizing {task.name} {what}")
+    train_enc = enc(train, "train")
+    devs = {s.name: enc(s, s.name) for s in data.dev}
+    tests = {s.name: (s, enc(s, "test" if s.name == "test" else f"test {s.name}")) for s in data.test}
+    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
+    console.log(f"{task.glue_name}: {len(train):,} train examples, {total:,} steps ({per_epoch:,}/epoch, "
+                f"{warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
+                f"{hyper.max_seq_length} tokens, device {device}")
+
+    start = time.monotonic()
+    result = fit(model, train_enc, devs, task, hyper, cfg, recipe.seed, device, tok.pad_id)
+    seconds = time.monotonic() - start
+
+    submissions = []
+    for name, (split, encoded) in tests.items():
+        pred = predict(model, encoded, task, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
+        file = next((s.submission for s in task.test if s.name == name), "AX.tsv")
+        submissions.append(str(write_predictions(out / "submission" / file, split.ids, prediction_strings(task, pred))))
+    if not tests and task.test:
+        console.log(f"{task.glue_name}: no test file, so no submission file")
+
+    results = {
+        "task": task.name, "glue_name": task.glue_name,
+        "dev": result.dev_metrics, "score": result.best_score,
+        "best_epoch": result.best_epoch, "history": result.history,
+        "hyperparameters": hyper.values, "seed": recipe.seed,
+        "checkpoint": str(checkpoint), "init": init, "fresh_parameters": list(report.fresh),
+        "data": {"layout": data.layout, "source": data.source, "train": len(train),
+                 **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
+                 "skipped_rows": data.skipped},
+        "steps": result.steps, "train_seconds": round(seconds, 1), "submission": submissions,
+    }
+    with building(out / task.name, recipe) as tmp:
+        if cfg.save_model:
+            save_checkpoint(model, tmp, tokenizer_dir=checkpoint)
+        for split in data.dev:
+            pred = predict(model, devs[split.name], task, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
+            write_predictions(tmp / "dev_predictions" / f"{split.name}.tsv", split.ids, prediction_strings(task, pred))
+        write_json(tmp / "results.json", results)
+    return results
+
+
+def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
+    """The tokenizer's ids and the sequence length must fit the model's embeddings."""
+    c = model.config
+    if tok.vocab_size > c.vocab_size:
+        raise UserError(f"the tokenizer of {checkpoint} has {tok.vocab_size:,} tokens but the model only "
+                        f"{c.vocab_size:,} embeddings", where=str(checkpoint),
+                        fix="the tokenizer files do not belong to these weights")
+    usable = c.max_position_embeddings - (2 if c.family == "roberta" else 0)
+    if max_seq_length > usable:
+        raise UserError(f"finetune.max_seq_length {max_seq_length} exceeds the {usable} positions of {checkpoint}",
+                        fix=f"--set finetune.max_seq_length={usable} (or lower)")
+
+
+def _head(split, n: int):
+    from dataclasses import replace
+
+    return replace(split, text_a=split.text_a[:n], text_b=split.text_b[:n] if split.text_b is not None else None,
+                   labels=split.labels[:n], ids=split.ids[:n])
+
+
+def summarize(results: dict[str, dict]) -> dict:
+    scores = {name: r["score"] for name, r in results.items()}
+    return {
+        "tasks": {name: {"dev": r["dev"], "score": r["score"], "best_epoch": r["best_epoch"]}
+                  for name, r in results.items()},
+        "glue_average": metrics.glue_average(scores),
+        "tasks_in_average": [t for t in GLUE_ORDER if t in scores],
+        "averaging": "unweighted mean of the task scores; a task with several metrics (MRPC F1/acc, "
+                     "STS-B Pearson/Spearman, QQP F1/acc, MNLI matched/mismatched acc) scores their mean",
+    }
+
+
+def show(results: dict[str, dict], summary: dict) -> None:
+    rows = []
+    for name in GLUE_ORDER:
+        if name in results:
+            spec, r = TASKS[name], results[name]
+            rows.append((f"{spec.glue_name} {metrics.metric_header(spec)}",
+                         f"{metrics.format_metrics(spec, r['dev'])}  (epoch {r['best_epoch']})"))
+    avg = summary["glue_average"]
+    if len(results) > 1 and avg is not None:
+        n = len(summary["tasks_in_average"])
+        label = "GLUE average" if n == len(GLUE_ORDER) else f"average of {n} tasks (GLUE has 9)"
+        rows.append((label, f"{100 * avg:.1f}"))
+    console.summary("GLUE dev results (x100)", rows)
+
+
+def load_results(out: Path) -> dict:
+    """glue_results.json of a finished run (for scripts and tests)."""
+    return json.loads((Path(out) / "glue_results.json").read_text(encoding="utf-8"))
+
+
+__all__ = ["run_glue", "run_task", "select_tasks", "summarize", "load_results"]

@@ -1,0 +1,47 @@
+"""Test-set prediction files in the form the GLUE server takes, and small atomic file writers.
+
+Each file is `index<TAB>prediction` with that header, one line per test example in file order:
+labels spelled as in the task's TSV files (MNLI/QNLI/RTE/AX: entailment, neutral, contradiction,
+not_entailment; the binary tasks and WNLI: 0/1), STS-B scores clipped to [0, 5]. The folder
+`submission/` then zips as it is (`cd submission && zip ../glue.zip *.tsv`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bertcli.finetune.tasks import TaskSpec
+
+
+def prediction_strings(task: TaskSpec, predictions: np.ndarray) -> list[str]:
+    """Class ids -> the task's label spellings; STS-B scores -> clipped to [0, 5], 3 decimals."""
+    if task.is_regression:
+        return [f"{v:.3f}" for v in np.clip(np.asarray(predictions, dtype=np.float64), 0.0, 5.0)]
+    return [task.labels[int(i)] for i in predictions]
+
+
+def write_predictions(path: Path, ids: Sequence[str], values: Sequence[str]) -> Path:
+    """Write `index<TAB>prediction` lines (with header) atomically."""
+    if len(ids) != len(values):
+        raise ValueError(f"{len(ids)} ids but {len(values)} predictions")  # a bug, not user input
+    lines = ["index\tprediction"] + [f"{i}\t{v}" for i, v in zip(ids, values)]
+    return write_text(path, "\n".join(lines) + "\n")
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write a file under a temporary name and rename it, so a half-written file never exists."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path: Path, obj: object) -> Path:
+    return write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

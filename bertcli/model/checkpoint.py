@@ -1,0 +1,265 @@
+"""Checkpoints are Hugging Face directories: config.json (transformers' keys + a `bertcli` block),
+model.safetensors (transformers' parameter names), tokenizer files.
+
+Loading takes any transformers bert / roberta / albert directory: with or without the base
+prefix (`bert.` ...; a bare BertModel / sentence-embedding directory has none), with or without
+heads. Heads and pooler missing from the checkpoint are initialized fresh and listed in the
+LoadReport; a missing encoder tensor, a shape that contradicts config.json or a tensor the config
+does not describe is a UserError. Weights are read with safetensors only, never unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import torch
+from torch import Tensor, nn
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.model.config import EncoderConfig
+from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
+from bertcli.model.hf import (BASE, decoder_keys, is_encoder_param, read_config, to_hf_config,
+                              transformers_caveats, weight_files, weight_map)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                   "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
+Model = Union[PreTrainingModel, SequenceClassifier]
+_logged: set[str] = set()
+
+
+@dataclass
+class LoadReport:
+    """What load_checkpoint did beyond copying tensors."""
+
+    directory: Path
+    family: str
+    architectures: list[str]
+    fresh: list[str] = field(default_factory=list)   # transformers names initialized fresh
+    unused: list[str] = field(default_factory=list)  # tensors of the checkpoint this model has no use for
+    notes: list[str] = field(default_factory=list)   # anything else the user should know
+
+    @property
+    def warnings(self) -> list[str]:
+        out = list(self.notes)
+        if self.fresh:
+            out.append(f"initialized fresh (not in {self.directory}): " + ", ".join(self.fresh))
+        return out
+
+
+def _warn_once(message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        console.log(f"warning: {message}")
+
+
+def unwrap(model: nn.Module) -> Model:
+    """The bertcli model inside torch.compile / DDP wrappers."""
+    while not isinstance(model, (PreTrainingModel, SequenceClassifier)):
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if inner is None:
+            raise TypeError(f"not a bertcli model: {type(model).__name__}")
+        model = inner
+    return model
+
+
+def head_of(model: Model) -> str:
+    return "classification" if isinstance(model, SequenceClassifier) else "pretraining"
+
+
+# ------------------------------------------------------------------------------------------ save
+def save_checkpoint(model: nn.Module, directory: Union[str, Path],
+                    tokenizer_dir: Optional[Union[str, Path]] = None) -> list[str]:
+    """Write config.json, model.safetensors and the tokenizer files into `directory` (each file
+    under a temporary name, renamed when complete). Returns the caveats for transformers users
+    (also logged once per process)."""
+    model = unwrap(model)
+    c, head = model.config, head_of(model)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = model.state_dict()
+    tensors: dict[str, Tensor] = {}
+    wmap = weight_map(c, head)
+    unmapped = set(state) - set(wmap)
+    if unmapped:  # a parameter without a transformers name would be silently lost
+        raise RuntimeError(f"no transformers name for {sorted(unmapped)}")
+    for ours, copies in wmap.items():
+        t = state[ours].detach()
+        for parts in copies:
+            for name, chunk in zip(parts, t.chunk(len(parts), 0)):
+                tensors[name] = chunk.to("cpu", copy=True).contiguous()
+    from safetensors.torch import save_file
+
+    _atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
+    if tokenizer_dir is not None:
+        copy_tokenizer(tokenizer_dir, directory)
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    config = to_hf_config(c, head, dtype)
+    _atomic(directory / "config.json",
+            lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
+    notes = transformers_caveats(c)
+    for note in notes:
+        _warn_once(note)
+    return notes
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
+    src = Path(tokenizer_dir)
+    found = [n for n in TOKENIZER_FILES if (src / n).is_file()]
+    if not found:
+        raise UserError(f"no tokenizer files in {src}", where=str(src),
+                        fix="give the tokenizer directory written by `bertcli tokenize` (tokenizer.json, ...)")
+    for name in found:
+        _atomic(directory / name, lambda p, n=name: shutil.copyfile(src / n, p))
+
+
+# ------------------------------------------------------------------------------------------ load
+def read_weights(directory: Path) -> dict[str, Tensor]:
+    """All tensors of model.safetensors (or of the shards its index lists)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    state: dict[str, Tensor] = {}
+    try:
+        for path in weight_files(directory):
+            state.update(load_file(str(path)))
+    except (SafetensorError, OSError) as e:
+        raise UserError(f"cannot read the weights: {e}", where=str(directory),
+                        fix="the safetensors file is damaged or incomplete; save the checkpoint again")
+    return state
+
+
+def _legacy_name(key: str) -> str:
+    # TF-converted checkpoints name LayerNorm parameters gamma / beta.
+    if key.endswith(".gamma"):
+        return key[:-6] + ".weight"
+    if key.endswith(".beta"):
+        return key[:-5] + ".bias"
+    return key
+
+
+def _base_prefix(state: dict[str, Tensor], family: str, where: str) -> str:
+    base = BASE[family]
+    if any(k.startswith(base) for k in state):
+        return base
+    if any(k.startswith("embeddings.") for k in state):
+        return ""  # encoder-only directory (BertModel, sentence-embedding models)
+    raise UserError(f"the weights hold no {base}* or embeddings.* tensors: not a {family} model",
+                    where=where, fix="check that config.json and model.safetensors belong together")
+
+
+def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional[list[Tensor]]:
+    """The tensor of each stored copy (parts concatenated), or None when the first is missing."""
+    out = []
+    for parts in copies:
+        if not all(p in state for p in parts):
+            return None if not out else out
+        out.append(state[parts[0]] if len(parts) == 1 else torch.cat([state[p] for p in parts], 0))
+    return out
+
+
+def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
+                    labels: Optional[Sequence[str]] = None) -> tuple[Model, LoadReport]:
+    """Load any HF bert / roberta / albert directory as a PreTrainingModel or (head=
+    "classification") a SequenceClassifier with `labels` / `num_labels` (default: the
+    checkpoint's own classifier labels). Returns the model (eval mode, CPU, fp32) and a report."""
+    directory = Path(directory)
+    c = read_config(directory, head)
+    data = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    report = LoadReport(directory, c.family, list(data.get("architectures") or []))
+    state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
+    where = str(directory / "model.safetensors")
+    base = _base_prefix(state, c.family, where)
+
+    if head == "classification":
+        wanted = c.labels  # the checkpoint's own, unless others are asked for
+        if labels is not None or (num_labels is not None and num_labels != len(c.labels or ())):
+            wanted = default_labels(labels, num_labels)
+        if wanted is None:
+            raise UserError(f"{directory} has no classification head", fix="give the number of labels")
+        c = c.replace(labels=wanted)
+    wmap = weight_map(c, head, base)
+    if any(len(copies) > 1 and not _same(_gather(state, copies)) for copies in wmap.values()):
+        report.notes.append(f"the stored layers differ although config.json says {c.sharing} sharing "
+                            "(trained apart outside bertcli?): loaded without sharing")
+        c = c.replace(sharing="none", num_hidden_groups=1)
+        wmap = weight_map(c, head, base)
+
+    model: Model = PreTrainingModel(c) if head == "pretraining" else SequenceClassifier(c)
+    params = model.state_dict()
+    tensors, used = {}, set()
+    for ours, copies in wmap.items():
+        found = _gather(state, copies)
+        if found is None and ours == "mlm.bias" and decoder_keys(c.family)[1] in state:
+            found, copies = [state[decoder_keys(c.family)[1]]], [(decoder_keys(c.family)[1],)]
+        if found is None:
+            report.fresh.extend(copies[0])
+            continue
+        used.update(p for parts in copies for p in parts)
+        if found[0].shape != params[ours].shape:
+            if ours.startswith("classifier.") and c.labels is not None:
+                report.notes.append(f"the checkpoint's classifier has another number of labels than "
+                                    f"{len(c.labels)}: initialized fresh")
+                report.fresh.extend(copies[0])
+                continue
+            shape = tuple(found[0].shape)
+            raise UserError(f"{copies[0][0]} has shape {shape} but config.json describes "
+                            f"{tuple(params[ours].shape)}", where=where,
+                            fix="config.json and model.safetensors do not belong together")
+        tensors[ours] = found[0]
+    missing = [name for name in params if name not in tensors and is_encoder_param(name)]
+    if missing:
+        first = wmap[missing[0]][0][0]
+        raise UserError(f"{len(missing)} encoder tensors described by config.json are missing from the "
+                        f"weights (first: {first})", where=where,
+                        fix="config.json and model.safetensors do not belong together")
+    _sort_leftovers(state, used, base, c, report, where)
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            params[name].copy_(tensor)
+    for warning in report.warnings:
+        console.log(f"warning: {warning}")
+    return model.eval(), report
+
+
+def _same(tensors: Optional[list[Tensor]]) -> bool:
+    return not tensors or all(torch.equal(tensors[0], t) for t in tensors[1:])
+
+
+def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, where: str) -> None:
+    """Tensors nothing read: buffers and tied decoders are fine, encoder tensors the config does
+    not describe are a mismatch, other heads are listed as unused."""
+    dec_weight, dec_bias = decoder_keys(c.family)
+    encoder_roots = (base + "embeddings.", base + "encoder.", base + "pooler")
+    strays = []
+    for key in sorted(set(state) - used):
+        if key.endswith(("position_ids", "embeddings.token_type_ids")) or key == dec_bias:
+            continue
+        if key == dec_weight:
+            if "encoder.embeddings.word.weight" in used and not torch.equal(
+                    state[key], state[base + "embeddings.word_embeddings.weight"]):
+                report.notes.append(f"{key} differs from the word embeddings: bertcli ties them, "
+                                    "the untied decoder was ignored")
+            continue
+        if key.startswith(encoder_roots) and not (key.startswith(base + "pooler") and not c.has_pooler):
+            strays.append(key)
+        else:
+            report.unused.append(key)
+    if strays:
+        raise UserError(f"the weights hold {len(strays)} encoder tensors that config.json does not describe "
+                        f"(first: {strays[0]})", where=where,
+                        fix="config.json and model.safetensors do not belong together")

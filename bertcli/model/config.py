@@ -1,0 +1,173 @@
+"""The encoder's complete, resolved configuration.
+
+`ModelConfig` (the recipe section) leaves family-dependent fields at None until
+`recipe.resolve`; `EncoderConfig` is what the modules are built from: every field concrete, plus
+what comes from the tokenizer (vocabulary size, padding id) and the head (labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from bertcli.errors import UserError
+from bertcli.sections import ModelConfig
+
+FAMILIES = ("bert", "roberta", "albert")
+ACTIVATIONS = ("gelu", "gelu_new")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    family: str
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    embedding_size: int
+    hidden_act: str
+    hidden_dropout_prob: float
+    attention_probs_dropout_prob: float
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    initializer_range: float
+    sharing: str
+    num_hidden_groups: int
+    norm: str
+    classifier_dropout: float
+    pad_token_id: int
+    # Fine-tuning head only: label names (len 1 = regression).
+    labels: Optional[tuple[str, ...]] = None
+
+    # ---------------------------------------------------------------- derived shapes
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def has_projection(self) -> bool:
+        """ALBERT always maps E -> H (transformers' AlbertTransformer has the layer even when
+        E == H); the other families only when E != H."""
+        return self.family == "albert" or self.embedding_size != self.hidden_size
+
+    @property
+    def has_pooler(self) -> bool:
+        """BERT and ALBERT pool [CLS] through dense + tanh; RoBERTa has no pooler."""
+        return self.family != "roberta"
+
+    @property
+    def position_offset(self) -> int:
+        """RoBERTa numbers positions from padding_idx + 1 (fairseq's make_positions)."""
+        return self.pad_token_id + 1 if self.family == "roberta" else 0
+
+    @property
+    def group_size(self) -> int:
+        return self.num_hidden_layers // self.num_hidden_groups
+
+    def attention_index(self, layer: int) -> int:
+        """Which stored attention sublayer layer `layer` uses (ALBERT: int(i / (L / G)))."""
+        return layer // self.group_size if self.sharing in ("all", "attention") else layer
+
+    def ffn_index(self, layer: int) -> int:
+        """Which stored feed-forward sublayer layer `layer` uses."""
+        return layer // self.group_size if self.sharing in ("all", "ffn") else layer
+
+    @property
+    def num_attention_blocks(self) -> int:
+        return self.num_hidden_groups if self.sharing in ("all", "attention") else self.num_hidden_layers
+
+    @property
+    def num_ffn_blocks(self) -> int:
+        return self.num_hidden_groups if self.sharing in ("all", "ffn") else self.num_hidden_layers
+
+    def replace(self, **changes) -> "EncoderConfig":
+        return dataclasses.replace(self, **changes)
+
+    def validate(self, where: str | None = None) -> "EncoderConfig":
+        """Check the rules the modules rely on; raise UserError naming the field."""
+
+        def fail(what: str, fix: str | None = None):
+            raise UserError(what, where=where, fix=fix)
+
+        if self.family not in FAMILIES:
+            fail(f"unsupported model family {self.family!r}", "use bert, roberta or albert")
+        if self.hidden_act not in ACTIVATIONS:
+            fail(f"unsupported activation {self.hidden_act!r}", "use gelu (exact) or gelu_new (tanh)")
+        if self.hidden_size % self.num_attention_heads:
+            fail(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                 f"{self.num_attention_heads}")
+        if self.sharing not in ("none", "all", "attention", "ffn"):
+            fail(f"unsupported sharing {self.sharing!r}", "use none, all, attention or ffn")
+        if self.num_hidden_groups < 1 or self.num_hidden_layers % self.num_hidden_groups:
+            fail(f"num_hidden_layers {self.num_hidden_layers} is not a multiple of num_hidden_groups "
+                 f"{self.num_hidden_groups}")
+        if self.sharing == "none" and self.num_hidden_groups != 1:
+            fail("num_hidden_groups > 1 needs sharing (all, attention or ffn)")
+        if self.norm not in ("post", "pre"):
+            fail(f"unsupported norm {self.norm!r}", "use post or pre")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            fail(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+        if self.max_position_embeddings <= self.position_offset:
+            fail(f"max_position_embeddings {self.max_position_embeddings} leaves no positions "
+                 f"after the offset {self.position_offset}")
+        if self.labels is not None and len(self.labels) < 1:
+            fail("a classifier needs at least one label (one label = regression)")
+        return self
+
+
+def _family_default(m: ModelConfig, name: str):
+    from bertcli.recipe import FAMILY_DEFAULTS
+
+    value = getattr(m, name)
+    if value is not None:
+        return value
+    return FAMILY_DEFAULTS[name][FAMILIES.index(m.family)]
+
+
+def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
+                   labels: Optional[tuple[str, ...]] = None) -> EncoderConfig:
+    """Resolve a recipe `model` section (None fields take the family's defaults, as
+    `recipe.resolve` does) into an EncoderConfig."""
+    m = model_cfg
+    if m.vocab_size is not None and m.vocab_size != vocab_size:
+        raise UserError(f"model.vocab_size {m.vocab_size} differs from the tokenizer's {vocab_size}",
+                        fix="leave model.vocab_size unset: it follows the tokenizer")
+    embedding_size = m.embedding_size
+    if embedding_size is None:
+        embedding_size = 128 if m.family == "albert" else m.hidden_size
+    classifier_dropout = m.classifier_dropout
+    if classifier_dropout is None:
+        classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
+    cfg = EncoderConfig(
+        family=m.family,
+        vocab_size=int(vocab_size),
+        hidden_size=m.hidden_size,
+        num_hidden_layers=m.num_hidden_layers,
+        num_attention_heads=m.num_attention_heads,
+        intermediate_size=m.intermediate_size,
+        embedding_size=embedding_size,
+        hidden_act=_family_default(m, "hidden_act"),
+        hidden_dropout_prob=m.hidden_dropout_prob,
+        attention_probs_dropout_prob=m.attention_probs_dropout_prob,
+        max_position_embeddings=_family_default(m, "max_position_embeddings"),
+        type_vocab_size=_family_default(m, "type_vocab_size"),
+        layer_norm_eps=_family_default(m, "layer_norm_eps"),
+        initializer_range=m.initializer_range,
+        sharing=_family_default(m, "sharing"),
+        num_hidden_groups=m.num_hidden_groups,
+        norm=m.norm,
+        classifier_dropout=classifier_dropout,
+        pad_token_id=int(pad_token_id),
+        labels=tuple(labels) if labels is not None else None,
+    )
+    return cfg.validate()
+
+
+def model_section(cfg: EncoderConfig) -> ModelConfig:
+    """The recipe `model` section that builds `cfg` (e.g. to show a loaded checkpoint's settings)."""
+    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    values = {k: v for k, v in dataclasses.asdict(cfg).items() if k in names}
+    return ModelConfig(**values)

@@ -1,0 +1,264 @@
+"""One transformer encoder for BERT, RoBERTa and ALBERT; the families differ only in config.
+
+    ids [B, T] -> embeddings (word + token type + position, LayerNorm, dropout)   [N, E]
+               -> E -> H projection (ALBERT, or any E != H)                      [N, H]
+               -> L layers: attention sublayer, feed-forward sublayer            [N, H]
+               -> (pre-LN only) final LayerNorm                                  [N, H]
+
+N is the number of tokens the dense layers run on: only the real tokens (B*T minus padding)
+when the batch has padding, all B*T otherwise. Only attention needs the [B, T] layout, so the
+Q/K/V rows are scattered back into it just around scaled_dot_product_attention ("unpadding").
+Pretraining reads the last layer only at the masked positions and [CLS], so the last layer can
+compute just those n rows (`keep`): queries, output projection and feed-forward for n tokens,
+keys and values for all.
+
+Cross-layer sharing stores fewer sublayers than layers: layer i runs attention block
+`config.attention_index(i)` and feed-forward block `config.ffn_index(i)` (ALBERT: every layer of
+a group runs the same weights). Post-LN is the papers' layer: x = LN(x + sublayer(x)); pre-LN
+is x = x + sublayer(LN(x)) with a final LayerNorm after the last layer.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertcli.model.config import EncoderConfig
+
+
+def activation(name: str) -> Callable[[Tensor], Tensor]:
+    """`gelu`: exact (erf); `gelu_new`: the tanh approximation (BERT's TF code, ALBERT)."""
+    return functools.partial(F.gelu, approximate="tanh") if name == "gelu_new" else F.gelu
+
+
+def first_positions(batch: int, length: int, device) -> Tensor:
+    """[B] flat positions of every sequence's first token ([CLS] / <s>)."""
+    return torch.arange(batch, device=device) * length
+
+
+@dataclass
+class Layout:
+    """Where the N token rows the dense layers see sit in the [B, T] batch."""
+
+    batch: int
+    length: int
+    mask: Optional[Tensor] = None   # [B, 1, 1, T] bool, True = attend; None when nothing is padded
+    index: Optional[Tensor] = None  # [N] flat position (into B*T) of each real token; None: N = B*T
+    rows: Optional[Tensor] = None   # [B*T] row in [N] of each flat position (padding: a neighbour's)
+
+    def flat(self, x: Tensor) -> Tensor:
+        """[B, T, ...] -> [N, ...]: keep the real tokens."""
+        x = x.reshape(self.batch * self.length, *x.shape[2:])
+        return x if self.index is None else x.index_select(0, self.index)
+
+    def padded(self, x: Tensor) -> Tensor:
+        """[N, C] -> [B, T, C], zeros at padding."""
+        if self.index is not None:
+            full = x.new_zeros(self.batch * self.length, x.shape[-1])
+            x = full.index_copy(0, self.index, x)
+        return x.view(self.batch, self.length, x.shape[-1])
+
+    def select(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Rows of `x` [N, C] at flat positions [n] into B*T -> [n, C]."""
+        return x.index_select(0, positions if self.rows is None else self.rows.index_select(0, positions))
+
+
+def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool) -> Layout:
+    if attention_mask is None:
+        return Layout(batch, length)
+    keep = attention_mask.bool()                       # [B, T]
+    mask = keep[:, None, None, :]                      # [B, 1, 1, T], broadcast over heads, queries
+    if torch.compiler.is_compiling():
+        return Layout(batch, length, mask)             # static shapes: no data-dependent unpadding
+    if bool(keep.all()):
+        return Layout(batch, length)                   # SDPA may pick its fastest (mask-free) kernel
+    if not unpad:
+        return Layout(batch, length, mask)
+    flat = keep.reshape(-1)
+    index = flat.nonzero().squeeze(1)                  # [N]
+    rows = (flat.long().cumsum(0) - 1).clamp_(min=0)   # [B*T]
+    return Layout(batch, length, mask, index, rows)
+
+
+@dataclass
+class Queries:
+    """A subset of positions whose outputs the last layer computes (the masked tokens and
+    [CLS]): their queries are laid out [B, Q, ...], Q = the most kept in one sequence."""
+
+    positions: Tensor  # [n] flat positions into B*T
+    slots: Tensor      # [n] their places in [B*Q]
+    per_seq: int       # Q
+
+    def padded(self, x: Tensor, batch: int) -> Tensor:
+        """[n, C] -> [B, Q, C]."""
+        full = x.new_zeros(batch * self.per_seq, x.shape[-1]).index_copy(0, self.slots, x)
+        return full.view(batch, self.per_seq, x.shape[-1])
+
+    def flat(self, x: Tensor) -> Tensor:
+        """[B, Q, ...] -> [n, ...]."""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.slots)
+
+
+def make_queries(positions: Tensor, layout: Layout) -> tuple[Queries, Layout]:
+    """The Queries of `positions`, and the Layout of the last layer's [n, H] output rows."""
+    B, T = layout.batch, layout.length
+    seq = positions.div(T, rounding_mode="floor")                        # [n] sequence of each
+    counts = torch.bincount(seq, minlength=B)                            # [B]
+    order = torch.argsort(seq, stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order), device=order.device) - (counts.cumsum(0) - counts)[seq[order]]
+    per_seq = int(counts.max())
+    slots = seq * per_seq + rank                                         # [n]
+    rows = torch.zeros(B * T, dtype=torch.long, device=positions.device)
+    rows = rows.index_copy(0, positions, torch.arange(len(positions), device=positions.device))
+    return Queries(positions, slots, per_seq), Layout(B, T, layout.mask, positions, rows)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        E = c.embedding_size
+        self.word = nn.Embedding(c.vocab_size, E, padding_idx=c.pad_token_id)
+        # transformers' RobertaEmbeddings gives the position table a padding row too.
+        pos_pad = c.pad_token_id if c.family == "roberta" else None
+        self.position = nn.Embedding(c.max_position_embeddings, E, padding_idx=pos_pad)
+        self.token_type = nn.Embedding(c.type_vocab_size, E)
+        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+
+    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor) -> Tensor:
+        # [N] x 3 -> [N, E]; summed in transformers' order (word + type, then + position)
+        x = self.word(ids) + self.token_type(token_types)
+        x = x + self.position(positions)
+        return self.dropout(self.norm(x))
+
+
+class Attention(nn.Module):
+    """Self-attention sublayer: fused Q/K/V projection (saved as transformers' query/key/value),
+    SDPA, output projection, dropout, residual and LayerNorm."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        H = c.hidden_size
+        self.heads = c.num_attention_heads
+        self.qkv = nn.Linear(H, 3 * H)
+        self.out = nn.Linear(H, H)
+        self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+        self.attn_dropout = c.attention_probs_dropout_prob
+        self.pre_norm = c.norm == "pre"
+
+    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None) -> Tensor:
+        """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all)."""
+        B, T, A = layout.batch, layout.length, self.heads
+        h = self.norm(x) if self.pre_norm else x
+        if queries is None:
+            qkv = layout.padded(self.qkv(h))                          # [B, T, 3H]
+            q, k, v = qkv.view(B, T, 3, A, -1).permute(2, 0, 3, 1, 4)  # 3 x [B, A, T, D]
+        else:
+            H = x.shape[-1]
+            w, b = self.qkv.weight, self.qkv.bias
+            kv = layout.padded(F.linear(h, w[H:], b[H:]))            # [B, T, 2H]
+            k, v = kv.view(B, T, 2, A, -1).permute(2, 0, 3, 1, 4)     # 2 x [B, A, T, D]
+            x = layout.select(x, queries.positions)                   # [n, H]
+            q = F.linear(layout.select(h, queries.positions), w[:H], b[:H])
+            q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
+        a = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=layout.mask, dropout_p=self.attn_dropout if self.training else 0.0)
+        a = a.transpose(1, 2)                                         # [B, T|Q, A, D]
+        a = layout.flat(a) if queries is None else queries.flat(a)    # [N|n, A, D]
+        a = self.dropout(self.out(a.flatten(1)))                      # [N|n, H]
+        return x + a if self.pre_norm else self.norm(x + a)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.inp = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.out = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+        self.act = activation(c.hidden_act)
+        self.pre_norm = c.norm == "pre"
+
+    def forward(self, x: Tensor) -> Tensor:                           # [N, H] -> [N, H]
+        h = self.norm(x) if self.pre_norm else x
+        h = self.dropout(self.out(self.act(self.inp(h))))            # via [N, I]
+        return x + h if self.pre_norm else self.norm(x + h)
+
+
+@dataclass
+class EncoderOutput:
+    hidden: Tensor   # [N, H] last hidden states of the real tokens (or of all B*T)
+    layout: Layout
+
+    def padded(self) -> Tensor:
+        """[B, T, H]; zeros at padding when the batch was unpadded."""
+        return self.layout.padded(self.hidden)
+
+    def at(self, positions: Tensor) -> Tensor:
+        """[n, H] at flat positions into input_ids.view(-1) (real tokens)."""
+        return self.layout.select(self.hidden, positions)
+
+    def first(self) -> Tensor:
+        """[B, H] at position 0 ([CLS] / <s>) of every sequence."""
+        return self.at(first_positions(self.layout.batch, self.layout.length, self.hidden.device))
+
+
+class Encoder(nn.Module):
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.config = c
+        self.embeddings = Embeddings(c)
+        self.proj = nn.Linear(c.embedding_size, c.hidden_size) if c.has_projection else None
+        self.attention = nn.ModuleList(Attention(c) for _ in range(c.num_attention_blocks))
+        self.ffn = nn.ModuleList(FeedForward(c) for _ in range(c.num_ffn_blocks))
+        self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm == "pre" else None
+        self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
+        self.layer_plan = [(c.attention_index(i), c.ffn_index(i)) for i in range(c.num_hidden_layers)]
+        self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
+
+    def positions(self, input_ids: Tensor) -> Tensor:
+        """[B, T] position ids. RoBERTa: 2, 3, ... for real tokens and padding_idx for padding,
+        computed from input_ids as transformers does; others 0..T-1."""
+        if self.config.family == "roberta":
+            pad = self.config.pad_token_id
+            real = input_ids.ne(pad).long()
+            return real.cumsum(1) * real + pad
+        B, T = input_ids.shape
+        return torch.arange(T, device=input_ids.device).expand(B, T)
+
+    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                token_type_ids: Optional[Tensor] = None, keep: Optional[Tensor] = None) -> EncoderOutput:
+        """Last hidden states. With `keep` (flat positions into B*T), the last layer computes
+        only those positions' outputs (their keys and values still come from every token), and
+        only they can be read from the result."""
+        B, T = input_ids.shape
+        layout = make_layout(attention_mask, B, T, self.unpad)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(layout.flat(input_ids), layout.flat(self.positions(input_ids)),
+                            layout.flat(token_type_ids))              # [N, E]
+        if self.proj is not None:
+            x = self.proj(x)                                          # [N, H]
+        plan = self.layer_plan
+        sparse_last = keep is not None and keep.numel() > 0 and not torch.compiler.is_compiling()
+        for a, f in plan[:-1] if sparse_last else plan:
+            x = self.ffn[f](self.attention[a](x, layout))
+        if sparse_last:
+            queries, out_layout = make_queries(keep, layout)
+            a, f = plan[-1]
+            x = self.ffn[f](self.attention[a](x, layout, queries))    # [n, H]
+            layout = out_layout
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return EncoderOutput(x, layout)
+
+    def pool(self, out: EncoderOutput) -> Tensor:
+        """BERT/ALBERT pooler: tanh(W h[CLS] + b) -> [B, H]."""
+        return torch.tanh(self.pooler(out.first()))

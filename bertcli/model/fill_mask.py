@@ -1,0 +1,111 @@
+"""`bertcli fill-mask`: the top-k fillers of each mask token, for a quick look at a checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Union
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.model.hf import read_config, weight_files
+
+MASK_SPELLINGS = ("[MASK]", "<mask>")
+
+
+def _special(directory: Path, name: str) -> str | None:
+    """A special token's text from tokenizer_config.json or special_tokens_map.json."""
+    for file in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = directory / file
+        if path.is_file():
+            try:
+                value = json.loads(path.read_text(encoding="utf-8")).get(name)
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                continue
+            if isinstance(value, dict):
+                value = value.get("content")
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def load_tokenizer(directory: Path):
+    """(tokenizers.Tokenizer, mask token) of a checkpoint directory."""
+    from tokenizers import Tokenizer
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    if (directory / "tokenizer.json").is_file():
+        tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    elif (directory / "vocab.txt").is_file():  # older BERT checkpoints: WordPiece vocabulary only
+        lower = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")).get(
+            "do_lower_case", True) if (directory / "tokenizer_config.json").is_file() else True
+        tok = BertWordPieceTokenizer(str(directory / "vocab.txt"), lowercase=lower)._tokenizer
+    else:
+        raise UserError(f"no tokenizer in {directory} (tokenizer.json or vocab.txt)", where=str(directory),
+                        fix="copy the tokenizer files (written by `bertcli tokenize`) into the checkpoint directory")
+    mask = _special(directory, "mask_token")
+    if mask is None or tok.token_to_id(mask) is None:
+        mask = next((m for m in MASK_SPELLINGS if tok.token_to_id(m) is not None), None)
+    if mask is None:
+        raise UserError("the tokenizer has no mask token", where=str(directory))
+    return tok, mask
+
+
+def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[dict[str, Any]]:
+    """For each mask in `text` (in order): its token index and the top-k candidates, each with
+    token, id, probability and the text with that filler in place of the mask."""
+    directory = Path(checkpoint)
+    # Checks that need no torch first, so mistakes are reported at once.
+    read_config(directory)
+    weight_files(directory)
+    tok, mask = load_tokenizer(directory)
+    if mask not in text:
+        other = next((m for m in MASK_SPELLINGS if m in text), None)
+        if other is None:
+            raise UserError(f"no mask token in the text: write {mask} where a word is missing",
+                            fix=f"e.g. bertcli fill-mask -c {directory} \"the {mask} sat on the mat\"")
+        text = text.replace(other, mask)
+    import torch
+
+    from bertcli.model.checkpoint import load_checkpoint
+
+    model, report = load_checkpoint(directory)
+    if any(name.endswith("bias") and ("predictions" in name or "lm_head" in name) for name in report.fresh):
+        raise UserError(f"{directory} has no masked-LM head (a classifier or encoder-only checkpoint)",
+                        fix="use a pretraining checkpoint (BertForPreTraining, RobertaForMaskedLM, "
+                            "AlbertForPreTraining)")
+    enc = tok.encode(text)
+    ids = torch.tensor([enc.ids])
+    limit = model.config.max_position_embeddings - model.config.position_offset
+    if ids.shape[1] > limit:
+        raise UserError(f"the text is {ids.shape[1]} tokens long; this model reads at most {limit}",
+                        fix="shorten the text around the mask")
+    mask_id = tok.token_to_id(mask)
+    positions = (ids[0] == mask_id).nonzero().squeeze(1)
+    if len(positions) == 0:
+        raise UserError(f"the tokenizer split {mask} into pieces: no mask token reached the model",
+                        fix=f"put spaces around {mask}")
+    with torch.no_grad():
+        out = model(ids, torch.ones_like(ids), torch.tensor([enc.type_ids]), mlm_positions=positions)
+    probs = out.mlm_logits.float().softmax(-1)                      # [masks, V]
+    top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    results = []
+    for m, pos in enumerate(positions.tolist()):
+        candidates = []
+        for p, i in zip(top.values[m].tolist(), top.indices[m].tolist()):
+            filled = list(enc.ids)
+            filled[pos] = i
+            candidates.append({"token": tok.id_to_token(i), "id": i, "probability": p,
+                               "text": tok.decode(filled, skip_special_tokens=True)})
+        results.append({"position": pos, "candidates": candidates})
+    return results
+
+
+def render(results: list[dict[str, Any]], as_json: bool = False) -> None:
+    """Print the results: one table per mask, or JSON (stdout)."""
+    if as_json:
+        console.out.print(json.dumps(results, ensure_ascii=False), markup=False, highlight=False)
+        return
+    for n, r in enumerate(results, 1):
+        rows = [(c["token"], f"{c['probability']:.4f}  {c['text']}") for c in r["candidates"]]
+        console.summary(f"mask {n} (token {r['position']})", rows)

@@ -1,0 +1,157 @@
+"""Heads on the encoder: pretraining (MLM + NSP / SOP / none) and sequence classification.
+
+Layouts follow transformers so checkpoints load both ways:
+    bert     BertForPreTraining     MLM (dense H->H, act, LN, tied decoder) + NSP on the pooler
+    roberta  RobertaForMaskedLM     MLM (dense, exact GELU, LN, tied decoder), no pair head
+    albert   AlbertForPreTraining   MLM (dense H->E, act, LN, decoder tied to the E-sized
+                                    embeddings) + SOP (dropout, linear) on the pooler
+    *ForSequenceClassification      bert/albert: pooler, dropout, linear;
+                                    roberta: <s>, dropout, dense, tanh, dropout, linear
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertcli.model.config import EncoderConfig, encoder_config
+from bertcli.model.encoder import Encoder, activation, first_positions
+from bertcli.sections import ModelConfig
+
+
+@dataclass
+class PreTrainingOutput:
+    mlm_logits: Optional[Tensor]   # [N, V] at mlm_positions, or [B, T, V] without them
+    pair_logits: Optional[Tensor]  # [B, 2] NSP / SOP; None for roberta
+
+
+class MLMHead(nn.Module):
+    """dense H->E, activation, LayerNorm, then the decoder: the (tied) word embeddings + bias."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        E = c.embedding_size
+        self.dense = nn.Linear(c.hidden_size, E)
+        # RobertaLMHead always uses exact GELU, whatever hidden_act says.
+        self.act = activation("gelu" if c.family == "roberta" else c.hidden_act)
+        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(c.vocab_size))
+
+    def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
+        return F.linear(self.norm(self.act(self.dense(h))), decoder, self.bias)
+
+
+class PreTrainingModel(nn.Module):
+    """Encoder + MLM head (+ NSP head for bert, SOP head for albert)."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.config = c
+        self.encoder = Encoder(c)
+        self.mlm = MLMHead(c)
+        self.pair = nn.Linear(c.hidden_size, 2) if c.family != "roberta" else None
+        # AlbertSOPHead applies dropout (classifier_dropout_prob) to the pooled output; BERT's NSP does not.
+        self.pair_dropout = nn.Dropout(c.classifier_dropout) if c.family == "albert" else nn.Identity()
+        # The last layer runs only where the heads read it (masked positions, [CLS]).
+        self.sparse_last_layer = True
+        init_weights(self)
+
+    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                token_type_ids: Optional[Tensor] = None,
+                mlm_positions: Optional[Tensor] = None) -> PreTrainingOutput:
+        keep = None  # the positions the heads read: masked tokens, and [CLS] for the pair head
+        if mlm_positions is not None and self.sparse_last_layer:
+            keep = mlm_positions
+            if self.pair is not None:
+                keep = torch.cat([keep, first_positions(*input_ids.shape, input_ids.device)])
+        out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
+        # Sparse prediction: the vocabulary-sized decoder runs only at the masked positions.
+        h = out.padded() if mlm_positions is None else out.at(mlm_positions)  # [B, T, H] | [N, H]
+        mlm_logits = self.mlm(h, self.encoder.embeddings.word.weight)
+        pair_logits = None
+        if self.pair is not None:
+            pair_logits = self.pair(self.pair_dropout(self.encoder.pool(out)))  # [B, 2]
+        return PreTrainingOutput(mlm_logits, pair_logits)
+
+
+class SequenceClassifier(nn.Module):
+    """Encoder + a classification (C labels) or regression (1 label) head -> logits [B, C]."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        if c.labels is None:
+            raise ValueError("SequenceClassifier needs config.labels")
+        self.config = c
+        self.encoder = Encoder(c)
+        self.dropout = nn.Dropout(c.classifier_dropout)
+        # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.family == "roberta" else None
+        self.classifier = nn.Linear(c.hidden_size, len(c.labels))
+        self.sparse_last_layer = True  # the head reads [CLS] / <s> only
+        init_weights(self)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.config.labels)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
+                token_type_ids: Optional[Tensor] = None) -> Tensor:
+        keep = first_positions(*input_ids.shape, input_ids.device) if self.sparse_last_layer else None
+        out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
+        if self.dense is None:
+            x = self.encoder.pool(out)                                  # [B, H]
+        else:
+            x = torch.tanh(self.dense(self.dropout(out.first())))        # [B, H]
+        return self.classifier(self.dropout(x))                         # [B, C]
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module) -> None:
+    """transformers' initialization: normal(0, initializer_range) for linear and embedding
+    weights, zero biases and padding rows, LayerNorm weight 1 and bias 0."""
+    std = model.config.initializer_range
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            m.weight.normal_(0.0, std)
+            if m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, nn.Embedding):
+            m.weight.normal_(0.0, std)
+            if m.padding_idx is not None:
+                m.weight[m.padding_idx].zero_()
+        elif isinstance(m, nn.LayerNorm):
+            m.weight.fill_(1.0)
+            m.bias.zero_()
+        elif isinstance(m, MLMHead):
+            m.bias.zero_()
+
+
+def build_model(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int, head: str = "pretraining",
+                labels: Optional[Sequence[str]] = None, num_labels: Optional[int] = None):
+    """A freshly initialized PreTrainingModel (head="pretraining") or SequenceClassifier
+    (head="classification", with `labels` names or `num_labels`; 1 label = regression)."""
+    if head == "pretraining":
+        return PreTrainingModel(encoder_config(model_cfg, vocab_size, pad_token_id))
+    if head == "classification":
+        names = default_labels(labels, num_labels)
+        return SequenceClassifier(encoder_config(model_cfg, vocab_size, pad_token_id, labels=names))
+    raise ValueError(f"unknown head {head!r} (pretraining or classification)")
+
+
+def default_labels(labels: Optional[Sequence[str]], num_labels: Optional[int]) -> tuple[str, ...]:
+    """Label names: the given ones, else transformers' LABEL_0 ... LABEL_{C-1}."""
+    if labels is not None:
+        if num_labels is not None and num_labels != len(labels):
+            raise ValueError(f"{len(labels)} label names for num_labels={num_labels}")
+        return tuple(str(x) for x in labels)
+    if num_labels is None or num_labels < 1:
+        raise ValueError("a classification head needs labels or num_labels >= 1")
+    return tuple(f"LABEL_{i}" for i in range(num_labels))

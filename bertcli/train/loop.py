@@ -1,0 +1,350 @@
+"""The pretraining loop: gradient accumulation to the global batch, MLM (+ NSP / SOP) losses
+weighted so that accumulation and data parallelism equal one big batch, clipping, the
+non-finite guard, logging, validation, checkpoints and exact resume.
+
+Loss of one optimizer step over a global batch with M masked tokens and S sequences:
+    loss = sum(CE over masked tokens) / M + sum(CE over pair labels) / S
+Each micro-batch contributes its sums divided by the *global* counts (known before the first
+forward: the step's micro-batches are fetched first and their counts all-reduced), times the
+number of processes because DDP averages gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from bertcli.train import checkpoint as ckpt_io
+from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
+from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
+from bertcli.train.optim import build_optimizer
+from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler
+from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
+from bertcli.train.schedule import build_scheduler
+
+# Interval sums kept per process between log steps (all-reduced when logged / checkpointed).
+SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "sequences", "tokens")
+
+
+@dataclass
+class TrainInputs:
+    """What the loop needs from the earlier stages (kept abstract so tests can pass stand-ins)."""
+
+    recipe: Any                      # bertcli.recipe.Recipe
+    model: torch.nn.Module           # PreTrainingModel on the CPU, initialized
+    train_dataset: Any               # torch Dataset, items (epoch, index) -> row
+    val_dataset: Any | None
+    n_train: int
+    n_val: int
+    collate: Callable                # rows -> dict of tensors (PretrainCollator)
+    hf_save: Callable                # (model, directory) -> writes the Hugging Face part
+    run_dir: Path
+    dist: Dist = field(default_factory=Dist)
+    resume: ckpt_io.Checkpoint | None = None
+
+
+@dataclass
+class TrainResult:
+    step: int
+    tokens: int
+    seconds: float
+    last: dict = field(default_factory=dict)        # last logged training record
+    last_val: dict = field(default_factory=dict)    # last validation metrics
+    checkpoint: Path | None = None
+    interrupted: int | None = None                  # signal number when stopped by a signal
+    bad_steps: int = 0
+
+
+class StopFlag:
+    """SIGINT / SIGTERM ask the loop to save a checkpoint and stop after the current step; a
+    second SIGINT stops at once."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old = {}
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: no handlers
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _ignore_stop_signals(_worker_id: int) -> None:
+    # Ctrl-C, and SIGTERM from schedulers (SLURM, docker stop), reach the whole process group: the
+    # workers keep serving until the main process has saved its checkpoint and shuts them down
+    # (they still exit by themselves when the main process dies).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+class Trainer:
+    def __init__(self, inp: TrainInputs):
+        self.inp, self.r, self.cfg, self.d = inp, inp.recipe, inp.recipe.train, inp.dist
+        cfg, d = self.cfg, self.d
+        self.device = d.device
+        self.local_batch, self.micro, self.accum = split_batch(cfg.batch_size, d.world_size, cfg.micro_batch_size)
+        self.pair = inp.recipe.data.objective != "none"
+        self.model = inp.model.to(self.device)
+        self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
+                                         cfg.eps, cfg.weight_decay, self.device)
+        self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
+                                         cfg.power, cfg.min_lr_ratio)
+        self.scaler = make_grad_scaler(cfg.precision, self.device)
+        self.autocast = lambda: autocast(cfg.precision, self.device)
+        self.guard = StepGuard(cfg.max_bad_steps)
+        self.step, self.consumed, self.tokens, self.overflows = 0, 0, 0, 0
+        self.sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
+        self.majority: float | None = None
+        rng = None
+        if inp.resume is not None:
+            rng = self._load(inp.resume)
+        else:
+            # Dropout differs between processes (each sees other data); init is already done.
+            torch.manual_seed(inp.recipe.seed * 1009 + d.rank)
+        self.rng_to_restore = rng
+        self.wrapped = self.model
+        if d.enabled:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            self.wrapped = DDP(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
+        if cfg.compile:
+            self.wrapped = torch.compile(self.wrapped)
+
+    # ------------------------------------------------------------------------- state
+    def _state(self) -> dict:
+        sums = self.sums.clone()
+        return {"step": self.step, "consumed_samples": self.consumed, "tokens": self.tokens,
+                "world_size": self.d.world_size, "batch_size": self.cfg.batch_size, "train_rows": self.inp.n_train,
+                "bad_steps": self.guard.bad_steps, "overflows": self.overflows,
+                "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
+                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+                "interval_sums": dict(zip(SUMS, sums.tolist())), "majority_acc": self.majority}
+
+    def _load(self, ck: ckpt_io.Checkpoint) -> list[dict]:
+        s = ck.state
+        rng = ckpt_io.restore(ck, self.model, self.optimizer)
+        sd = self.scheduler.state_dict()
+        sd.update(s["scheduler"])
+        self.scheduler.load_state_dict(sd)
+        if s.get("scaler"):
+            self.scaler.load_state_dict(s["scaler"])
+        self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
+        self.guard.bad_steps, self.overflows = int(s.get("bad_steps", 0)), int(s.get("overflows", 0))
+        self.majority = s.get("majority_acc")
+        # The main process holds the interval sums of all processes; the others start from zero.
+        if self.d.main:
+            self.sums = torch.tensor([s["interval_sums"][k] for k in SUMS], dtype=torch.float64, device=self.device)
+        return rng
+
+    def _save(self, path: Path) -> Path:
+        sums = all_reduce_sum(self.d, self.sums.clone())
+        state = {**self._state(), "interval_sums": dict(zip(SUMS, sums.tolist()))}
+        rng = all_gather_json(self.d, ckpt_io.capture_rng())
+        if self.d.main:
+            ckpt_io.save(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, optimizer=self.optimizer,
+                         state=state, rng=rng)
+            ckpt_io.prune(self.inp.run_dir, self.cfg.keep_last)
+        return path
+
+    # -------------------------------------------------------------------------- data
+    def _train_loader(self) -> DataLoader:
+        sampler = TrainBatchSampler(self.inp.n_train, self.cfg.batch_size, self.micro, self.d.rank,
+                                    self.d.world_size, self.r.seed, start_sample=self.consumed)
+        workers = self.cfg.num_workers
+        return DataLoader(self.inp.train_dataset, batch_sampler=sampler, collate_fn=self.inp.collate,
+                          num_workers=workers, pin_memory=self.device.type == "cuda",
+                          prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals if workers else None,
+                          # its own generator: creating the iterator must not draw from torch's global RNG
+                          generator=torch.Generator().manual_seed(self.r.seed))
+
+    def _to_device(self, batch: dict) -> dict:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    # ------------------------------------------------------------------------ losses
+    def _losses(self, model, b: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Summed (not averaged) MLM and pair losses of one micro-batch and their correct counts."""
+        with self.autocast():
+            out = model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"), b["mlm_positions"])
+        logits = out.mlm_logits.float()                                        # [N, V]
+        labels = b["mlm_labels"]
+        mlm_sum = F.cross_entropy(logits, labels, reduction="sum")
+        mlm_correct = (logits.argmax(-1) == labels).sum()
+        zero = mlm_sum.new_zeros(())
+        if self.pair and out.pair_logits is not None:
+            pl = out.pair_logits.float()                                       # [B, 2]
+            pair_sum = F.cross_entropy(pl, b["pair_labels"], reduction="sum")
+            pair_correct = (pl.argmax(-1) == b["pair_labels"]).sum()
+        else:
+            pair_sum, pair_correct = zero, zero
+        return mlm_sum, mlm_correct, pair_sum, pair_correct, labels
+
+    # -------------------------------------------------------------------------- step
+    def _train_step(self, batches: list[dict], stop: StopFlag) -> tuple[bool, bool]:
+        """One optimizer step. Returns (applied, stop requested on any process)."""
+        masked = sum(b["mlm_labels"].numel() for b in batches)
+        seqs = sum(b["input_ids"].shape[0] for b in batches)
+        tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+        counts = torch.tensor([masked, seqs, tokens, 1 if stop.signum else 0], dtype=torch.float64, device=self.device)
+        all_reduce_sum(self.d, counts)
+        g_masked, g_seqs = max(1.0, counts[0].item()), max(1.0, counts[1].item())
+        scale_m, scale_s = self.d.world_size / g_masked, self.d.world_size / g_seqs
+        step_sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
+        for i, b in enumerate(batches):
+            b = self._to_device(b)
+            sync = i == len(batches) - 1 or not self.d.enabled
+            ctx = contextlib.nullcontext() if sync else self.wrapped.no_sync()
+            with ctx:
+                mlm_sum, mlm_correct, pair_sum, pair_correct, _ = self._losses(self.wrapped, b)
+                loss = mlm_sum * scale_m + pair_sum * scale_s
+                self.scaler.scale(loss).backward()
+            step_sums += torch.stack([mlm_sum.detach().double(), mlm_correct.double(),
+                                      mlm_sum.new_tensor(b["mlm_labels"].numel(), dtype=torch.float64),
+                                      pair_sum.detach().double(), pair_correct.double(),
+                                      mlm_sum.new_tensor(b["input_ids"].shape[0], dtype=torch.float64),
+                                      b["attention_mask"].sum().double()])
+        norm = clip_and_check(self.model.parameters(), self.cfg.grad_clip, self.scaler, self.optimizer)
+        applied = True
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)      # skips the update itself on inf/nan gradients
+            self.scaler.update()
+            if not math.isfinite(norm):
+                applied, self.overflows = False, self.overflows + 1
+        elif self.guard.ok(norm, step=self.step + 1):
+            self.optimizer.step()
+        else:
+            applied = False
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if applied:
+            self.sums += step_sums
+        self.step += 1
+        self.consumed += self.cfg.batch_size
+        self.tokens += int(counts[2].item())
+        return applied, counts[3].item() > 0
+
+    # -------------------------------------------------------------------------- eval
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        if self.inp.val_dataset is None or self.inp.n_val == 0:
+            return {}
+        rows = None if self.cfg.eval_batches is None else self.cfg.eval_batches * self.cfg.batch_size
+        sampler = EvalBatchSampler(self.inp.n_val, self.micro, self.d.rank, self.d.world_size, rows)
+        loader = DataLoader(self.inp.val_dataset, batch_sampler=sampler, collate_fn=self.inp.collate,
+                            num_workers=0, generator=torch.Generator().manual_seed(0))
+        self.model.eval()
+        sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
+        counts = torch.zeros(self.model.config.vocab_size, dtype=torch.float64, device=self.device)
+        for b in loader:
+            b = self._to_device(b)
+            mlm_sum, mlm_correct, pair_sum, pair_correct, labels = self._losses(self.model, b)
+            sums += torch.stack([mlm_sum.double(), mlm_correct.double(), sums.new_tensor(labels.numel()),
+                                 pair_sum.double(), pair_correct.double(), sums.new_tensor(b["input_ids"].shape[0]),
+                                 b["attention_mask"].sum().double()])
+            counts += torch.bincount(labels, minlength=counts.numel()).double()
+        self.model.train()
+        all_reduce_sum(self.d, sums)
+        all_reduce_sum(self.d, counts)
+        rec = _summarize(dict(zip(SUMS, sums.tolist())), self.pair, prefix="val_")
+        # Accuracy of always predicting the most frequent masked token: the floor to beat.
+        self.majority = counts.max().item() / max(1.0, counts.sum().item())
+        rec["val_mlm_majority_acc"] = self.majority
+        return rec
+
+    # --------------------------------------------------------------------------- fit
+    def fit(self) -> TrainResult:
+        cfg, d = self.cfg, self.d
+        run_dir = self.inp.run_dir
+        resume_step = self.step if self.inp.resume is not None else None
+        metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=resume_step, enabled=d.main)
+        tb = TensorBoard(run_dir / "tensorboard", enabled=cfg.tensorboard and d.main, resume_step=resume_step)
+        pair_name = self.r.data.objective if self.pair else None
+        result = TrainResult(step=self.step, tokens=self.tokens, seconds=0.0)
+        start = time.monotonic()
+        self.model.train()
+        if self.rng_to_restore is not None:
+            ckpt_io.restore_rng(self.rng_to_restore[min(d.rank, len(self.rng_to_restore) - 1)])
+        loader = self._train_loader()
+        it = iter(loader)
+        interval_start, interval_tokens = time.monotonic(), 0
+        with StopFlag() as stop, LiveView(cfg.max_steps, self.step, pair_name, enabled=d.main) as view:
+            try:
+                while self.step < cfg.max_steps:
+                    batches = [next(it) for _ in range(self.accum)]
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    tokens_before = self.tokens
+                    _, stopping = self._train_step(batches, stop)
+                    interval_tokens += self.tokens - tokens_before
+                    step, final = self.step, self.step >= cfg.max_steps
+                    view.step(step)
+                    evaluating = final or step % cfg.eval_every == 0
+                    if final or stopping or evaluating or step % cfg.log_every == 0:
+                        now = time.monotonic()
+                        rec = self._log_record(lr, interval_tokens / max(1e-9, now - interval_start))
+                        if evaluating:
+                            val = self.evaluate()
+                            rec.update(val)
+                            result.last_val = val
+                        interval_start, interval_tokens = time.monotonic(), 0
+                        metrics.write(rec)
+                        tb.write(rec)
+                        view.record(rec)
+                        result.last = rec
+                    if final:
+                        result.checkpoint = self._save(run_dir / "final")
+                    elif stopping:
+                        result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
+                        result.interrupted = stop.signum or signal.SIGTERM
+                        view.message(f"stopped by signal at step {step}; checkpoint {result.checkpoint}")
+                        break
+                    elif step % cfg.save_every == 0:
+                        result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
+            finally:
+                metrics.close()
+                tb.close()
+                del it
+        result.step, result.tokens, result.seconds = self.step, self.tokens, time.monotonic() - start
+        result.bad_steps = self.guard.bad_steps
+        return result
+
+    def _log_record(self, lr: float, tokens_per_s: float) -> dict:
+        sums = all_reduce_sum(self.d, self.sums.clone())
+        self.sums.zero_()
+        rec = {"step": self.step, **_summarize(dict(zip(SUMS, sums.tolist())), self.pair), "lr": lr,
+               "tokens_per_s": tokens_per_s}
+        if self.guard.bad_steps:
+            rec["bad_steps"] = self.guard.bad_steps
+        if self.overflows:
+            rec["fp16_overflows"] = self.overflows
+        return rec
+
+
+def _summarize(s: dict, pair: bool, prefix: str = "") -> dict:
+    """Mean losses and accuracies from interval sums (nan when the interval had no step)."""
+    nan = float("nan")
+    mlm_loss = s["mlm_loss"] / s["masked"] if s["masked"] else nan
+    rec = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": s["mlm_correct"] / s["masked"] if s["masked"] else nan,
+           "pair_loss": None, "pair_acc": None}
+    if pair:
+        rec["pair_loss"] = s["pair_loss"] / s["sequences"] if s["sequences"] else nan
+        rec["pair_acc"] = s["pair_correct"] / s["sequences"] if s["sequences"] else nan
+        rec["loss"] = mlm_loss + rec["pair_loss"]
+    return {prefix + k: v for k, v in rec.items()}

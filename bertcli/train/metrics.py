@@ -1,0 +1,164 @@
+"""What a run shows and records: `metrics.jsonl` (one JSON object per logged step), TensorBoard
+events when tensorboard is installed, and a live view (rich on a TTY, plain lines otherwise).
+
+Only the main process writes. After a resume, the lines past the checkpoint's step are dropped
+so the file reads like an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+from bertcli import console
+
+# Fields that measure the machine, not the model: they differ between two runs of one recipe.
+TIMING_KEYS = ("tokens_per_s", "elapsed_s")
+
+
+class MetricsLog:
+    """Appends records to `path` (flushed per line, so a SIGKILL loses at most a torn last line)."""
+
+    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
+        self.path, self.enabled = Path(path), enabled
+        self._file = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = read_metrics(self.path, up_to_step=resume_step) if resume_step is not None else []
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
+    """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step."""
+    records = []
+    if not Path(path).is_file():
+        return records
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "step" in r and (up_to_step is None or r["step"] <= up_to_step):
+            records.append(r)
+    return records
+
+
+class TensorBoard:
+    """SummaryWriter when tensorboard is installed and wanted; otherwise nothing."""
+
+    def __init__(self, log_dir: Path, enabled: bool, resume_step: int | None = None):
+        self.writer = None
+        if not enabled:
+            return
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except Exception:  # tensorboard missing or broken: the jsonl log is the record
+            return
+        # purge_step hides events a killed run wrote after the checkpoint it resumes from
+        self.writer = SummaryWriter(str(log_dir), purge_step=None if resume_step is None else resume_step + 1)
+
+    def write(self, record: dict) -> None:
+        if self.writer is None:
+            return
+        step = record["step"]
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
+                group = "val" if key.startswith("val_") else "train"
+                self.writer.add_scalar(f"{group}/{key.removeprefix('val_')}", value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def format_record(r: dict, pair_name: str | None) -> str:
+    """One short line: step, losses, accuracies, lr, throughput."""
+    parts = [f"loss {r['loss']:.4f}", f"mlm_acc {r['mlm_acc']:.4f}"]
+    if pair_name and r.get("pair_acc") is not None:
+        parts.append(f"{pair_name}_acc {r['pair_acc']:.4f}")
+    parts += [f"lr {r['lr']:.3e}", f"{r['tokens_per_s']:,.0f} tok/s"]
+    if "val_loss" in r:
+        parts.append(f"| val loss {r['val_loss']:.4f} mlm_acc {r['val_mlm_acc']:.4f}")
+        if pair_name and r.get("val_pair_acc") is not None:
+            parts.append(f"{pair_name}_acc {r['val_pair_acc']:.4f}")
+    return "  ".join(parts)
+
+
+class LiveView:
+    """A progress bar with the latest metrics on a TTY; a plain line per logged step otherwise."""
+
+    def __init__(self, max_steps: int, start_step: int, pair_name: str | None, enabled: bool = True):
+        self.max_steps, self.start_step, self.pair_name = max_steps, start_step, pair_name
+        self.enabled = enabled and not console.quiet()
+        self.start = time.monotonic()
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> "LiveView":
+        if self.enabled and console.interactive():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(),
+                                      TimeRemainingColumn(), TextColumn("{task.fields[line]}"),
+                                      console=console.err, refresh_per_second=4)
+            self._progress.start()
+            self._task = self._progress.add_task("pretrain", total=self.max_steps, completed=self.start_step,
+                                                 line="starting...")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def step(self, step: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step)
+
+    def record(self, r: dict) -> None:
+        if not self.enabled:
+            return
+        line = format_record(r, self.pair_name)
+        if self._progress is not None:
+            self._progress.update(self._task, completed=r["step"], line=line)
+            if "val_loss" in r:
+                self._progress.console.print(f"step {r['step']:>7}  {line}", markup=False)
+            return
+        done = r["step"] - self.start_step
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / done * (self.max_steps - r["step"]) if done > 0 else float("nan")
+        console.log(f"step {r['step']}/{self.max_steps}  {line}  eta {_duration(eta)}")
+
+    def message(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False)
+        else:
+            console.log(text)
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"

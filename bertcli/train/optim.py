@@ -1,0 +1,126 @@
+"""Optimizers: AdamW (fused or foreach when the device has them) and LAMB, with parameter groups
+that keep weight decay off biases and normalization weights.
+
+Generic on purpose: fine-tuning builds its optimizer with the same two functions.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from bertcli.errors import UserError
+
+_NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: weights with `weight_decay`, and biases + normalization weights without.
+
+    A parameter shared by several modules (ALBERT's cross-layer sharing, tied embeddings) is
+    listed once, in the group of the first module that owns it. Frozen parameters are left out.
+    The no-decay group carries `trust_ratio=False`, which LAMB reads (ALBERT excludes the same
+    parameters from layer adaptation as from weight decay); AdamW ignores the key."""
+    decay, no_decay, seen = [], [], set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            # ndim < 2 also catches biases and norm scales of modules that are not nn norms.
+            if isinstance(module, _NORM_TYPES) or name == "bias" or name.endswith("bias") or p.ndim < 2:
+                no_decay.append(p)
+            else:
+                decay.append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay, "trust_ratio": True},
+              {"params": no_decay, "weight_decay": 0.0, "trust_ratio": False}]
+    return [g for g in groups if g["params"]]
+
+
+def build_optimizer(model: nn.Module, name: str, lr: float, betas: tuple[float, float], eps: float,
+                    weight_decay: float, device: torch.device | str) -> torch.optim.Optimizer:
+    """AdamW or LAMB over `param_groups(model, weight_decay)`.
+
+    AdamW uses the fused kernel where this torch build has one for `device` (CUDA, CPU), else the
+    foreach (multi-tensor) path; both give the update of torch's reference AdamW."""
+    groups = param_groups(model, weight_decay)
+    device = torch.device(device)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **_fast_adamw_kwargs(device))
+    if name == "lamb":
+        return Lamb(groups, lr=lr, betas=tuple(betas), eps=eps)
+    raise UserError(f"unknown optimizer {name!r}", fix="use adamw or lamb")
+
+
+def _fast_adamw_kwargs(device: torch.device) -> dict:
+    from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+    try:
+        if device.type in _get_fused_kernels_supported_devices():
+            return {"fused": True}
+    except Exception:  # private helper: fall back quietly when its shape changes
+        pass
+    return {"foreach": True}
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning", Algorithm 2).
+
+    For each parameter tensor x with gradient g, at step t:
+        m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
+        m^ = m / (1 - b1^t) ;  v^ = v / (1 - b2^t)          (bias_correction=True)
+        r = m^ / (sqrt(v^) + eps) + wd * x
+        x = x - lr * (||x|| / ||r||) * r                     (trust ratio 1 when a norm is 0,
+                                                              or when the group has trust_ratio False)
+    Google's ALBERT implementation drops the bias correction: `bias_correction=False`.
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-6, weight_decay: float = 0.0, bias_correction: bool = True):
+        if lr <= 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"invalid LAMB hyperparameters lr={lr} betas={betas} eps={eps}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        bias_correction=bias_correction, trust_ratio=True)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("LAMB does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    # `step` as a float32 tensor, like torch's Adam, so state_dict is all tensors.
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = state["step"].item()
+                m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+                m.lerp_(g, 1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                if group["bias_correction"]:
+                    m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+                else:
+                    m_hat, v_hat = m, v
+                update = m_hat / (v_hat.sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update.add_(p, alpha=group["weight_decay"])
+                ratio = 1.0
+                if group["trust_ratio"]:
+                    w_norm, u_norm = p.norm(), update.norm()
+                    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                    update.mul_(ratio)
+                p.add_(update, alpha=-group["lr"])
+        return loss
+

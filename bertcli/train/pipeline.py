@@ -1,0 +1,289 @@
+"""`bertcli pretrain`: tokenize -> build-data -> train, reusing cached stages, in a run
+directory (`recipe.out`) that holds exactly one run:
+
+    <out>/recipe.yaml          the run's resolved recipe
+    <out>/metrics.jsonl        one JSON object per logged step
+    <out>/checkpoints/step-NNNNNNN/, <out>/final/    see bertcli.train.checkpoint
+    <out>/tensorboard/         when tensorboard is installed
+    <out>/tokenizer-<hash>/, data-<hash>/, ...      cached stages (unless cache_dir moves them)
+
+Under torchrun every process runs this function; rank 0 builds missing stages while the others
+wait, and only rank 0 writes the run's files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.recipe import Recipe, load_recipe
+from bertcli.train import checkpoint as ckpt_io
+from bertcli.train import distributed
+from bertcli.train.metrics import read_metrics
+from bertcli.train.precision import check_precision
+
+RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
+# Sections whose change makes another run (train keys listed below may change on --resume).
+RUN_SECTIONS = ("seed", "corpus", "tokenizer", "data", "model", "train")
+RESUMABLE_TRAIN_KEYS = {"max_steps", "eval_every", "eval_batches", "max_bad_steps"}
+
+
+@dataclass
+class PretrainResult:
+    run_dir: Path
+    step: int = 0
+    max_steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    checkpoint: Optional[Path] = None
+    stages: list = field(default_factory=list)       # StageResults of tokenizer and data
+    resumed_from: Optional[Path] = None
+    last: dict = field(default_factory=dict)
+    last_val: dict = field(default_factory=dict)
+    interrupted: Optional[int] = None               # signal number when stopped by a signal
+
+
+# ----------------------------------------------------------------------- recipe comparison
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """key path -> value of the fields that define a run (fields marked hash=False left out)."""
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            if f.metadata.get("hash", True) and not f.metadata.get("internal"):
+                out.update(flatten(getattr(obj, f.name), f"{prefix}{f.name}."))
+        return out
+    if isinstance(obj, list):
+        out = {}
+        for i, x in enumerate(obj):
+            out.update(flatten(x, f"{prefix[:-1]}[{i}]."))
+        return out or {prefix[:-1]: []}
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out or {prefix[:-1]: {}}
+    return {prefix[:-1]: obj}
+
+
+def differences(old: Recipe, new: Recipe, sections=RUN_SECTIONS) -> list[tuple[str, Any, Any]]:
+    """(key, old value, new value) for every run-defining key that differs."""
+    a, b = {}, {}
+    for s in sections:
+        a.update(flatten(getattr(old, s), f"{s}.") if s != "seed" else {"seed": old.seed})
+        b.update(flatten(getattr(new, s), f"{s}.") if s != "seed" else {"seed": new.seed})
+    return [(k, a.get(k, "<absent>"), b.get(k, "<absent>")) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _describe(diffs: list[tuple[str, Any, Any]], limit: int = 6) -> str:
+    shown = ", ".join(f"{k}: {o!r} -> {n!r}" for k, o, n in diffs[:limit])
+    return shown + (f" (and {len(diffs) - limit} more)" if len(diffs) > limit else "")
+
+
+def _saved_recipe(path: Path, what: str) -> Recipe:
+    try:
+        return load_recipe(str(path))
+    except UserError as e:
+        raise UserError(f"{what} has a recipe.yaml this bertcli cannot read ({e.what})", where=str(path),
+                        fix="use another output_dir, or --force to start over there")
+
+
+# -------------------------------------------------------------------------- run directory
+def _has_run(run_dir: Path) -> bool:
+    return any((run_dir / name).exists() for name in RUN_FILES)
+
+
+def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[ckpt_io.Checkpoint]:
+    """Check the output directory against the recipe and pick the checkpoint to resume from.
+    Raises UserError (before anything is written) for another recipe's run, a damaged or
+    foreign checkpoint, or a model changed since the checkpoint."""
+    run_dir = recipe.out
+    if resume and force:
+        raise UserError("--resume and --force contradict each other",
+                        fix="--resume continues the run, --force starts it over: give one")
+    if force:
+        return None
+    if resume is None:
+        if not _has_run(run_dir):
+            return None
+        if (run_dir / "recipe.yaml").is_file():
+            diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
+            if diffs:
+                raise UserError(f"the output directory holds the run of another recipe; differing keys: "
+                                f"{_describe(diffs)}", where=str(run_dir),
+                                fix="choose another output directory (--set output_dir=DIR), restore those keys, "
+                                    "or --force to replace that run")
+        last = ckpt_io.latest(run_dir)
+        if last is None:
+            return None  # a run of this recipe killed before its first checkpoint: start over
+        step = ckpt_io.read(last).step
+        raise UserError(f"the output directory already holds this recipe's run (checkpoint at step {step:,} of "
+                        f"{recipe.train.max_steps:,})", where=str(run_dir),
+                        fix="--resume auto continues it; --force starts it over")
+    if resume == "auto":
+        last = ckpt_io.latest(run_dir)
+        if last is None:
+            if (run_dir / "recipe.yaml").is_file():
+                diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
+                if diffs:
+                    raise UserError(f"the output directory holds the run of another recipe; differing keys: "
+                                    f"{_describe(diffs)}", where=str(run_dir),
+                                    fix="choose another output directory or --force to replace that run")
+            console.log(f"no checkpoint in {run_dir}: starting from scratch")
+            return None
+        path = last
+    else:
+        path = Path(resume)
+    ck = ckpt_io.read(path)
+    check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
+    return ck
+
+
+def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
+    """A checkpoint continues only under the same model, data and training settings (a longer
+    max_steps, other evaluation settings and every machine setting may change)."""
+    model = differences(saved, recipe, ("model",))
+    if model:
+        raise UserError(f"the recipe's model changed since the checkpoint: {_describe(model)}", where=str(where),
+                        fix="restore those model keys to resume, or start a new run (--force or another output_dir)")
+    data = differences(saved, recipe, ("seed", "corpus", "tokenizer", "data"))
+    if data:
+        raise UserError(f"the checkpoint was trained on other data: {_describe(data)}", where=str(where),
+                        fix="restore those keys to resume, or start a new run (--force or another output_dir)")
+    train = [d for d in differences(saved, recipe, ("train",)) if d[0].split(".", 1)[1] not in RESUMABLE_TRAIN_KEYS]
+    if train:
+        raise UserError(f"the training settings changed since the checkpoint: {_describe(train)}", where=str(where),
+                        fix="only train.max_steps, eval_every, eval_batches, max_bad_steps and machine settings may "
+                            "change on --resume; restore the others or start a new run")
+
+
+def _clear_run(run_dir: Path) -> None:
+    for name in RUN_FILES:
+        p = run_dir / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+# ------------------------------------------------------------------------------- stages
+def _stages(recipe: Recipe, d: distributed.Dist):
+    """Tokenizer and data (StageResults). The main process builds what is missing while the
+    others wait; then each node's first process checks (a node without a shared filesystem
+    builds its own copy, deterministically the same), then everyone loads."""
+    from bertcli.data.build import ensure_data
+    from bertcli.tokenizer import ensure_tokenizer
+
+    def both():
+        return ensure_tokenizer(recipe), ensure_data(recipe)
+
+    results = None
+    if d.main:
+        results = both()
+    distributed.barrier(d)
+    if not d.main and d.local_rank == 0:
+        results = both()
+    distributed.barrier(d)
+    return results or both()
+
+
+# ---------------------------------------------------------------------------------- run
+def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
+    """Run the missing stages, then pretrain (or continue a run with `resume`)."""
+    d = distributed.init(recipe.train.device)
+    try:
+        return _run(recipe, resume, force, d)
+    finally:
+        distributed.shutdown()
+
+
+def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
+    from bertcli.data.collator import PretrainCollator
+    from bertcli.data.dataset import PretrainDataset, load_data
+    from bertcli.model import build_model, save_checkpoint
+    from bertcli.tokenizer import load_tokenizer
+    from bertcli.train.loop import Trainer, TrainInputs
+
+    check_precision(recipe.train.precision, d.device)
+    run_dir = recipe.out
+    ck = prepare_run(recipe, resume, force)
+    distributed.barrier(d)  # every process has checked before rank 0 changes anything
+    if d.main and force:
+        _clear_run(run_dir)
+    t0 = time.monotonic()
+    tok_result, data_result = _stages(recipe, d)
+    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result])
+    for s in result.stages:
+        console.log(f"{s.name}: {'reused' if s.reused else 'built'} {s.path}")
+    tok = load_tokenizer(tok_result.path)
+    data = load_data(data_result.path)
+    train_split, val_split = data["train"], data["validation"]
+    if ck is not None and ck.state.get("train_rows") not in (None, len(train_split)):
+        raise UserError(f"the checkpoint was trained on {ck.state['train_rows']:,} rows, the data has "
+                        f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+
+    torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
+    model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
+    if d.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        recipe.save(run_dir)
+        ckpt_io.prune(run_dir, recipe.train.keep_last)
+    result.resumed_from = ck.path if ck is not None else None
+    if ck is not None:
+        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state['consumed_samples']:,} samples)")
+    inputs = TrainInputs(
+        recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
+        n_train=len(train_split), n_val=len(val_split),
+        collate=PretrainCollator(tok, recipe.data, recipe.seed),
+        hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
+        run_dir=run_dir, dist=d, resume=ck)
+    if ck is not None and ck.step >= recipe.train.max_steps:
+        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,})")
+        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
+        records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
+        result.last = records[-1] if records else {}
+        result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
+    else:
+        trainer = Trainer(inputs)
+        console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
+                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {recipe.train.batch_size} = "
+                    f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
+        out = trainer.fit()
+        result.step, result.tokens, result.checkpoint = out.step, out.tokens, out.checkpoint
+        result.last, result.last_val, result.interrupted = out.last, out.last_val, out.interrupted
+    result.seconds = time.monotonic() - t0
+    if d.main:
+        console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
+                        summary_rows(result, recipe))
+    return result
+
+
+def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
+    pair = recipe.data.objective if recipe.data.objective != "none" else None
+    rows: list[tuple[str, object]] = [("stages", ", ".join(f"{s.name} {'reused' if s.reused else 'built'}"
+                                                          for s in r.stages))]
+    if r.resumed_from:
+        rows.append(("resumed from", str(r.resumed_from)))
+    rows += [("steps", f"{r.step:,} / {r.max_steps:,}"), ("tokens", r.tokens), ("time", f"{r.seconds:,.1f} s")]
+    if r.last:
+        rows.append(("train loss / MLM acc", f"{r.last['loss']:.4f} / {r.last['mlm_acc']:.4f}"))
+    v = r.last_val
+    if v:
+        rows.append(("val loss / MLM acc", f"{v['val_loss']:.4f} / {v['val_mlm_acc']:.4f} "
+                                          f"(most-frequent-token baseline {v['val_mlm_majority_acc']:.4f})"))
+        if pair and v.get("val_pair_acc") is not None:
+            rows.append((f"val {pair.upper()} acc", f"{v['val_pair_acc']:.4f}"))
+    rows += [("checkpoint", str(r.checkpoint) if r.checkpoint else "-"), ("metrics", str(r.run_dir / "metrics.jsonl"))]
+    if r.interrupted:
+        rows.append(("next", "the same command with --resume auto continues from the checkpoint"))
+    elif r.checkpoint:
+        rows.append(("next", f"bertcli fill-mask --checkpoint {r.checkpoint} \"...\"  |  "
+                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir GLUE"))
+    return rows

@@ -1,0 +1,242 @@
+"""`bertcli finetune glue` end to end through the real CLI: a learnable task from a pretrained
+tiny checkpoint, several tasks with `all` (classification, 3-way NLI with two dev sets,
+regression), a transformers-saved RoBERTa directory, and bad input (exit 2, one message)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import assert_user_error, run_cli
+from test_model_util import one_thread  # noqa: F401 (fixture)
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}   # tiny models: threads only fight over two busy cores
+
+POS = ["good", "great", "excellent", "wonderful", "useful", "clear"]
+NEG = ["bad", "poor", "awful", "broken", "useless", "wrong"]
+FILL = ("the a this that module function value object list file name class method returns "
+        "is was and but very quite really not always here there").split()
+
+
+def _sentence(rng: random.Random, label: int) -> str:
+    words = rng.choices(FILL, k=rng.randint(4, 9)) + [rng.choice(POS if label else NEG)]
+    rng.shuffle(words)
+    return " ".join(words) + (' "quoted"' if rng.random() < 0.2 else "")
+
+
+def write_tasks(root: Path, seed: int = 0, n_sst: int = 480) -> Path:
+    """SST-2 (learnable: a positive or negative word decides), MNLI (with both dev files, both
+    test files and the diagnostic set) and STS-B, in the GLUE download's layout."""
+    rng = random.Random(seed)
+    sst = root / "SST-2"
+    sst.mkdir(parents=True)
+    for name, n in (("train", n_sst), ("dev", 120)):
+        rows = [(_sentence(rng, lab), lab) for lab in (rng.randint(0, 1) for _ in range(n))]
+        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{l}\n" for s, l in rows))
+    (sst / "test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\t{_sentence(rng, i % 2)}\n" for i in range(30)))
+
+    head = "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2"
+    labels = ["entailment", "neutral", "contradiction"]
+
+    def nli(i, gold=()):
+        return "\t".join([str(i), "1", f"{i}e", "fiction", "(x)", "(y)", "(X)", "(Y)", _sentence(rng, 1),
+                          _sentence(rng, 0), *gold]) + "\n"
+    mnli = root / "MNLI"
+    mnli.mkdir()
+    (mnli / "train.tsv").write_text(head + "\tlabel1\tgold_label\n" + "".join(nli(i, [labels[i % 3]] * 2) for i in range(48)))
+    for part in ("matched", "mismatched"):
+        (mnli / f"dev_{part}.tsv").write_text(head + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+                                              + "".join(nli(i, [labels[i % 3]] * 6) for i in range(12)))
+        (mnli / f"test_{part}.tsv").write_text(head + "\n" + "".join(nli(i) for i in range(7)))
+    (root / "diagnostic").mkdir()
+    (root / "diagnostic" / "diagnostic.tsv").write_text(
+        "index\tsentence1\tsentence2\n" + "".join(f"{i}\t{_sentence(rng, 1)}\t{_sentence(rng, 0)}\n" for i in range(5)))
+
+    sts = root / "STS-B"
+    sts.mkdir()
+    head = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+    for name, n in (("train", 40), ("dev", 16)):
+        rows = "".join(f"{i}\tmain-news\tx\t2012\t{i}\tnone\tnone\t{_sentence(rng, 1)}\t{_sentence(rng, 0)}\t"
+                       f"{rng.uniform(0, 5):.3f}\n" for i in range(n))
+        (sts / f"{name}.tsv").write_text(head + "\tscore\n" + rows)
+    (sts / "test.tsv").write_text(head + "\n" + "".join(f"{i}\tm\tx\t2012\t{i}\tn\tn\ta b\tc d\n" for i in range(6)))
+    return root
+
+
+@pytest.fixture(scope="session")
+def pretrained_tiny(tmp_path_factory) -> Path:
+    """A BERT-tiny checkpoint pretrained by the real CLI on the built-in corpus (short run).
+    The lead's conftest is meant to provide a shared one; this local stand-in has the same name.
+    BERTCLI_TEST_PRETRAINED=DIR reuses an existing checkpoint instead."""
+    import os
+
+    if os.environ.get("BERTCLI_TEST_PRETRAINED"):
+        return Path(os.environ["BERTCLI_TEST_PRETRAINED"])
+    root = tmp_path_factory.mktemp("pretrain")
+    r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}",
+                "--set", "train.max_steps=400", "--set", "train.warmup_steps=40", "--set", "data.dupe_factor=2",
+                cwd=root, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    return root / "run" / "final"
+
+
+def _tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
+    data = write_tasks(tmp_path / "glue_data")
+    out = tmp_path / "out"
+    r = run_cli("finetune", "glue", "--checkpoint", pretrained_tiny, "--task", "all", "--data-dir", data,
+                "--out", out, "--set", "finetune.learning_rate=5e-4", "--set", "finetune.batch_size=16",
+                "--set", "finetune.max_seq_length=64", "--set", "finetune.epochs=3",
+                "--set", "finetune.tasks.mnli.epochs=1", "--set", "finetune.tasks.stsb.epochs=1",
+                cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert "SST-2 acc" in r.stdout and "average of 3 tasks" in r.stdout
+
+    sst = json.loads((out / "sst2" / "results.json").read_text())
+    assert sst["dev"]["dev"]["accuracy"] >= 0.90, sst["history"]
+    assert len(sst["history"]) == 3 and sst["hyperparameters"]["epochs"] == 3
+    mnli = json.loads((out / "mnli" / "results.json").read_text())
+    assert sorted(mnli["dev"]) == ["matched", "mismatched"] and mnli["hyperparameters"]["epochs"] == 1
+    assert mnli["score"] == pytest.approx((mnli["dev"]["matched"]["accuracy"] + mnli["dev"]["mismatched"]["accuracy"]) / 2)
+    stsb = json.loads((out / "stsb" / "results.json").read_text())
+    assert set(stsb["dev"]["dev"]) == {"pearson", "spearman"}
+    summary = json.loads((out / "glue_results.json").read_text())
+    assert summary["glue_average"] == pytest.approx(np.mean([sst["score"], mnli["score"], stsb["score"]]))
+
+    sub = out / "submission"
+    assert sorted(p.name for p in sub.iterdir()) == ["AX.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "SST-2.tsv", "STS-B.tsv"]
+    rows = _tsv(sub / "SST-2.tsv")
+    assert rows[0] == ["index", "prediction"] and [r[0] for r in rows[1:]] == [str(i) for i in range(30)]
+    assert {r[1] for r in rows[1:]} <= {"0", "1"}
+    # The test sentences follow the same rule as train: the predictions must mostly get it right.
+    assert np.mean([int(r[1]) == i % 2 for i, r in enumerate(rows[1:])]) >= 0.8
+    assert {r[1] for r in _tsv(sub / "MNLI-mm.tsv")[1:]} <= {"entailment", "neutral", "contradiction"}
+    assert len(_tsv(sub / "AX.tsv")) == 6
+    scores = [float(r[1]) for r in _tsv(sub / "STS-B.tsv")[1:]]
+    assert len(scores) == 6 and all(0.0 <= s <= 5.0 for s in scores)
+
+    # The saved classifier is the best epoch's: reloading it reproduces the dev predictions.
+    from bertcli.finetune.readers import load_task
+    from bertcli.finetune.tasks import TASKS
+    from bertcli.model import load_checkpoint
+    from bertcli.tokenizer import load_tokenizer
+    import torch
+
+    model, _ = load_checkpoint(out / "sst2", head="classification")
+    tok = load_tokenizer(out / "sst2").tokenizer
+    dev = load_task(TASKS["sst2"], data).dev[0]
+    enc = tok.encode_batch(dev.text_a[:20])
+    with torch.no_grad():
+        preds = [int(model(torch.tensor([e.ids])).argmax()) for e in enc]
+    saved = [int(r[1]) for r in _tsv(out / "sst2" / "dev_predictions" / "dev.tsv")[1:21]]
+    assert preds == saved
+
+
+def _roberta_dir(path: Path, texts: list[str]) -> Path:
+    """A tiny RoBERTa saved by transformers (model + fast tokenizer), randomly initialized."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+    import torch
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    fast.save_pretrained(path)
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1)
+    RobertaForMaskedLM(cfg).save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+def test_transformers_roberta_directory(tmp_path):
+    """A transformers-saved RoBERTa fine-tunes on a sentence-pair task (MRPC layout), and the
+    classifier it writes loads in transformers with the same dev predictions."""
+    rng = random.Random(1)
+    texts = [_sentence(rng, i % 2) for i in range(300)]
+    ckpt = _roberta_dir(tmp_path / "roberta", texts)
+    mrpc = tmp_path / "glue" / "MRPC"
+    mrpc.mkdir(parents=True)
+    head = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    for name, n in (("train", 96), ("dev", 24)):
+        rows = [(i % 2, _sentence(rng, i % 2), _sentence(rng, 1)) for i in range(n)]
+        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{l}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (l, a, b) in enumerate(rows)))
+    out = tmp_path / "out"
+    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", tmp_path / "glue", "-o", out,
+                "--set", "finetune.tasks.mrpc.epochs=2", "--set", "finetune.learning_rate=1e-3",
+                "--set", "finetune.max_seq_length=64",
+                cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert "MRPC F1/acc" in r.stdout and "no submission file" in r.stderr
+    res = json.loads((out / "mrpc" / "results.json").read_text())
+    assert set(res["dev"]["dev"]) == {"f1", "accuracy"} and res["steps"] == 2 * 6  # recipe: mrpc batch 16
+    assert res["fresh_parameters"] and all("classifier" in n for n in res["fresh_parameters"])
+
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(out / "mrpc").eval()
+    assert model.config.id2label == {0: "not_equivalent", 1: "equivalent"}
+    tok = AutoTokenizer.from_pretrained(out / "mrpc")
+    rows = _tsv(mrpc / "dev.tsv")[1:]
+    enc = tok([r[3] for r in rows], [r[4] for r in rows], padding=True, return_tensors="pt", truncation=True, max_length=64)
+    with torch.no_grad():
+        theirs = model(**enc).logits.argmax(-1).tolist()
+    ours = [int(r[1]) for r in _tsv(out / "mrpc" / "dev_predictions" / "dev.tsv")[1:]]
+    assert theirs == ours
+
+
+def test_bad_input_is_one_clear_message(tmp_path):
+    from test_finetune_data import GLUE_FILES, write_glue
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "bert"}')
+    (ckpt / "model.safetensors").write_bytes(b"")
+    glue = write_glue(tmp_path / "glue", {k: v for k, v in GLUE_FILES.items() if k.startswith(("RTE", "CoLA"))})
+
+    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "rte", "-d", glue, cwd=tmp_path)
+    assert_user_error(r, "has no tokenizer", str(ckpt))
+
+    (ckpt / "tokenizer.json").write_text("{}")
+    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "sts", "-d", glue, cwd=tmp_path)
+    assert_user_error(r, "unknown GLUE task 'sts'", "did you mean stsb")
+    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", glue, cwd=tmp_path)
+    assert_user_error(r, "no MRPC folder", "found: CoLA, RTE")
+    (glue / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tc\td\tentails\n")
+    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "all", "-d", glue, cwd=tmp_path)
+    assert_user_error(r, "unknown RTE label 'entails'", "RTE/dev.tsv:3")
+    assert not (tmp_path / "runs").exists()          # nothing half-written
+
+
+def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
+    """Two in-process runs with one seed give identical histories; another seed differs."""
+    from bertcli.finetune.readers import load_task
+    from bertcli.finetune.run import run_task
+    from bertcli.finetune.tasks import TASKS
+    from bertcli.recipe import load_recipe
+
+    rng = random.Random(2)
+    ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
+    write_tasks(tmp_path / "glue", n_sst=64)
+    data = load_task(TASKS["sst2"], tmp_path / "glue")
+    sets = ["finetune.epochs=2", "finetune.max_seq_length=32", "finetune.save_model=false", "finetune.learning_rate=1e-3"]
+    runs = [run_task(load_recipe("glue", sets + [f"seed={s}"]), ckpt, data, tmp_path / f"o{i}")
+            for i, s in enumerate((7, 7, 8))]
+    assert runs[0]["history"] == runs[1]["history"]
+    assert runs[0]["history"] != runs[2]["history"]
+    assert not (tmp_path / "o0" / "sst2" / "model.safetensors").exists()   # save_model=false
+

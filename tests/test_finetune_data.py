@@ -1,0 +1,325 @@
+"""GLUE readers (original TSV layout, save_to_disk, hub parquet), metrics against scikit-learn /
+scipy, submission files. No model involved: fast."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertcli.errors import UserError
+from bertcli.finetune import metrics
+from bertcli.finetune.readers import find_tasks, load_task
+from bertcli.finetune.submission import prediction_strings, write_predictions
+from bertcli.finetune.tasks import TASKS, get_task, resolve_hyper
+
+# ----------------------------------------------------------------- the GLUE download's exact layout
+QUOTED = 'Amrozi accused his brother , whom he called " the witness " , of distorting his evidence .'
+QUOTED2 = 'Referring to him as only " the witness " , Amrozi accused his brother .'
+MNLI_HEAD = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+             "sentence1_parse\tsentence2_parse\tsentence1\tsentence2")
+
+
+def _mnli_row(i, s1, s2, labels):
+    return "\t".join([str(i), "31193", f"{i}n", "government", "( ( x ) )", "( y )", "(ROOT (S x))",
+                      "(ROOT (S y))", s1, s2, *labels])
+
+
+GLUE_FILES = {
+    "CoLA/train.tsv": (
+        "gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
+        "gj04\t0\t*\tOne more pseudo generalization and I'm giving up.\n"
+        'cj99\t1\t\tHe said "hello" and left.\n'),
+    "CoLA/dev.tsv": "gj04\t1\t\tThe sailors rode the breeze clear of the rocks.\n"
+                    'gj04\t0\t*\tThe "more" we study verbs.\n',
+    "CoLA/test.tsv": "index\tsentence\n0\tBill whistled past the house.\n1\tThe \"car\" honked.\n",
+    "SST-2/train.tsv": "sentence\tlabel\nhide new secretions from the parental units \t0\n"
+                       'contains no wit , only labored " gags " \t0\nthat loves its characters \t1\n',
+    "SST-2/dev.tsv": "sentence\tlabel\nit 's a charming and often affecting journey . \t1\n",
+    "SST-2/test.tsv": "index\tsentence\n0\tuneasy mishmash of styles and genres .\n",
+    # The download script copies the raw file's header, byte-order mark included.
+    "MRPC/train.tsv": f"\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\t{QUOTED}\t{QUOTED2}\n"
+                      "0\t2108705\t2108831\tYucaipa owned Dominick 's .\tYucaipa bought Dominick 's in 1995 .\n",
+    "MRPC/dev.tsv": f"\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1355540\t1355592\t{QUOTED2}\t{QUOTED}\n",
+    "MRPC/test.tsv": f"index\t#1 ID\t#2 ID\t#1 String\t#2 String\n0\t1089874\t1089925\t{QUOTED}\tPCCW 's chief .\n",
+    "STS-B/train.tsv": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+                       "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\t"
+                       "An air plane is taking off.\t5.000\n"
+                       "1\tmain-captions\tMSRvid\t2012test\t0004\tnone\tnone\tA man is \"playing\" a flute.\t"
+                       "A man is playing a bamboo flute.\t3.800\n",
+    "STS-B/dev.tsv": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+                     "0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man with a hard hat is dancing.\t"
+                     "A man wearing a hard hat is dancing.\t5.000\n",
+    "STS-B/test.tsv": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\n"
+                      "0\tmain-captions\tMSRvid\t2012test\t0024\tnone\tnone\tA girl is styling her hair.\t"
+                      "A girl is brushing her hair.\n",
+    "QQP/train.tsv": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                     '133273\t213221\t213222\tHow is "life" of a math student?\tWhich level is enough?\t0\n'
+                     "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1\n",
+    "QQP/dev.tsv": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                   "201359\t303345\t303346\tWhy are African-Americans so beautiful?\tWhy are hispanics so beautiful?\t0\n",
+    "QQP/test.tsv": "id\tquestion1\tquestion2\n0\tWould the idea scare you?\tDo you think so?\n"
+                    "1\tWhat is \"this\"?\tWhat's that?\n",
+    "MNLI/train.tsv": MNLI_HEAD + "\tlabel1\tgold_label\n"
+                      + _mnli_row(0, 'Conceptually "cream skimming" has two dimensions.', "Product and geography.",
+                                  ["neutral", "neutral"]) + "\n"
+                      + _mnli_row(1, "you know during the season", "You lose the things.", ["entailment", "entailment"])
+                      + "\n" + _mnli_row(2, "One of our number.", "A member will carry out.", ["entailment", "contradiction"])
+                      + "\n",
+    "MNLI/dev_matched.tsv": MNLI_HEAD + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+                            + _mnli_row(0, "The new rights are nice enough", "Everyone really likes the newest benefits",
+                                        ["neutral", "entailment", "neutral", "neutral", "neutral", "neutral"]) + "\n",
+    "MNLI/dev_mismatched.tsv": MNLI_HEAD + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+                               + _mnli_row(0, 'Your "contribution" helped.', "Your contributions were of no help.",
+                                           ["contradiction"] * 5 + ["contradiction"]) + "\n"
+                               + _mnli_row(1, "The answer is yes.", "Yes.", ["entailment"] * 6) + "\n",
+    "MNLI/test_matched.tsv": MNLI_HEAD + "\n" + _mnli_row(0, "Hierbas, ans seco.", "This is a drink.", []) + "\n",
+    "MNLI/test_mismatched.tsv": MNLI_HEAD + "\n" + _mnli_row(0, "What have you decided?", "Decided yet?", []) + "\n",
+    "QNLI/train.tsv": "index\tquestion\tsentence\tlabel\n0\tWhen did the third Digimon series begin?\t"
+                      'Unlike the two seasons before it, "Digimon Tamers" takes a darker approach.\tnot_entailment\n',
+    "QNLI/dev.tsv": "index\tquestion\tsentence\tlabel\n0\tWhat came into force after the new constitution?\t"
+                    "As of that day, the new constitution came into force.\tentailment\n",
+    "RTE/train.tsv": "index\tsentence1\tsentence2\tlabel\n0\tNo Weapons of Mass Destruction Found in Iraq Yet.\t"
+                     'Weapons of "Mass Destruction" Found in Iraq.\tnot_entailment\n',
+    "RTE/dev.tsv": "index\tsentence1\tsentence2\tlabel\n0\tDana Reeve died.\tChristopher Reeve had an accident.\t"
+                   "not_entailment\n1\tA is B.\tB is A.\tentailment\n",
+    "RTE/test.tsv": "index\tsentence1\tsentence2\n0\tMamie Eisenhower.\tMamie was a First Lady.\n",
+    "WNLI/train.tsv": "index\tsentence1\tsentence2\tlabel\n0\tI stuck a pin through a carrot.\tThe carrot had a hole.\t1\n",
+    "WNLI/dev.tsv": "index\tsentence1\tsentence2\tlabel\n0\tThe drain is clogged.\tThe hair is clogged.\t0\n",
+    "WNLI/test.tsv": "index\tsentence1\tsentence2\n0\tMaude and Dora had seen trains.\tThe trains were far.\n",
+    "diagnostic/diagnostic.tsv": "index\tsentence1\tsentence2\n0\tThe cat sat.\tThe cat did not sit.\n",
+}
+
+
+def write_glue(root, files=GLUE_FILES):
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    return root
+
+
+@pytest.fixture
+def glue_dir(tmp_path):
+    return write_glue(tmp_path / "glue_data")
+
+
+def test_every_tsv_layout_reads_with_raw_quotes(glue_dir):
+    found = find_tasks(glue_dir)
+    assert sorted(found) == sorted(TASKS)
+    cola = load_task(TASKS["cola"], glue_dir)
+    assert cola.layout == "tsv"
+    assert cola.train.text_a[2] == 'He said "hello" and left.'           # headerless, quotes kept
+    assert cola.train.labels.tolist() == [1, 0, 1]
+    assert cola.test[0].ids == ["0", "1"] and cola.test[0].text_a[1] == 'The "car" honked.'
+    assert cola.test[0].labels is None
+
+    sst = load_task(TASKS["sst2"], glue_dir)
+    assert sst.train.text_a[1] == 'contains no wit , only labored " gags " '
+    assert sst.train.text_b is None and sst.train.labels.tolist() == [0, 0, 1]
+
+    mrpc = load_task(TASKS["mrpc"], glue_dir)                              # BOM in the header
+    assert (mrpc.train.text_a[0], mrpc.train.text_b[0]) == (QUOTED, QUOTED2)
+    assert mrpc.train.labels.tolist() == [1, 0] and mrpc.dev[0].labels.tolist() == [1]
+
+    stsb = load_task(TASKS["stsb"], glue_dir)
+    assert stsb.train.labels.dtype == np.float32
+    np.testing.assert_allclose(stsb.train.labels, [5.0, 3.8], rtol=1e-6)
+    assert stsb.train.text_a[1] == 'A man is "playing" a flute.'
+
+    qqp = load_task(TASKS["qqp"], glue_dir)
+    assert qqp.train.text_a[0] == 'How is "life" of a math student?' and qqp.train.labels.tolist() == [0, 1]
+    assert qqp.test[0].ids == ["0", "1"] and qqp.test[0].text_a[1] == 'What is "this"?'
+
+    mnli = load_task(TASKS["mnli"], glue_dir)
+    assert mnli.train.text_a[0] == 'Conceptually "cream skimming" has two dimensions.'
+    assert mnli.train.labels.tolist() == [1, 0, 2]                        # gold_label, not label1
+    assert [d.name for d in mnli.dev] == ["matched", "mismatched"]
+    assert mnli.dev[0].labels.tolist() == [1] and mnli.dev[1].labels.tolist() == [2, 0]
+    assert [t.name for t in mnli.test] == ["matched", "mismatched", "ax"]   # diagnostic found
+    assert mnli.test[2].text_b == ["The cat did not sit."]
+
+    assert load_task(TASKS["qnli"], glue_dir).train.labels.tolist() == [1]
+    rte = load_task(TASKS["rte"], glue_dir)
+    assert rte.dev[0].labels.tolist() == [1, 0] and rte.train.text_b[0] == 'Weapons of "Mass Destruction" Found in Iraq.'
+    wnli = load_task(TASKS["wnli"], glue_dir)
+    assert wnli.train.labels.tolist() == [1] and wnli.dev[0].labels.tolist() == [0]
+    assert load_task(TASKS["qnli"], glue_dir).test == []                  # no test.tsv: no submission
+
+
+def test_task_folder_itself_and_spellings(glue_dir):
+    assert get_task("SST-2").name == "sst2" and get_task("sts_b").name == "stsb" and get_task("CoLA").name == "cola"
+    data = load_task(get_task("RTE"), glue_dir / "RTE")                   # --data-dir pointing at the task
+    assert len(data.dev[0]) == 2
+    with pytest.raises(UserError, match="did you mean mrpc"):
+        get_task("mrcp")
+
+
+def _error(fn) -> UserError:
+    with pytest.raises(UserError) as info:
+        fn()
+    return info.value
+
+
+def test_bad_tsv_inputs_name_file_and_line(tmp_path, glue_dir):
+    (glue_dir / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n"
+                                                "1\tc\td\tmaybe\n", encoding="utf-8")
+    e = _error(lambda: load_task(TASKS["rte"], glue_dir))
+    assert "unknown RTE label 'maybe'" in e.what and e.where.endswith("RTE/train.tsv:3")
+
+    (glue_dir / "SST-2" / "train.tsv").write_text("text\tlabel\nfine\t1\n", encoding="utf-8")
+    e = _error(lambda: load_task(TASKS["sst2"], glue_dir))
+    assert "sentence" in e.what and e.where.endswith("SST-2/train.tsv:1") and "found: text, label" in e.fix
+
+    (glue_dir / "CoLA" / "dev.tsv").write_text("gj04\t1\t\tok.\ngj04\t1\ttoo few\n", encoding="utf-8")
+    e = _error(lambda: load_task(TASKS["cola"], glue_dir))
+    assert "3 tab-separated fields" in e.what and e.where.endswith("CoLA/dev.tsv:2")
+    cola = load_task(TASKS["cola"], glue_dir, bad_rows="skip")            # the opt-in QQP-style tolerance
+    assert cola.dev[0].text_a == ["ok."] and list(cola.skipped.values()) == [1]
+
+    (glue_dir / "STS-B" / "train.tsv").write_text(GLUE_FILES["STS-B/train.tsv"].replace("3.800", "high"), encoding="utf-8")
+    e = _error(lambda: load_task(TASKS["stsb"], glue_dir))
+    assert "'high' is not a number" in e.what and e.where.endswith("STS-B/train.tsv:3")
+
+    (glue_dir / "WNLI" / "dev.tsv").unlink()
+    e = _error(lambda: load_task(TASKS["wnli"], glue_dir))
+    assert "dev.tsv is missing" in e.what and "train.tsv" in e.fix
+
+    empty = tmp_path / "other"
+    (empty / "Stuff").mkdir(parents=True)
+    e = _error(lambda: load_task(TASKS["mrpc"], empty))
+    assert "no MRPC folder" in e.what and "Stuff" in e.fix
+
+
+def _hub_rows():
+    """The `datasets` GLUE columns for RTE and MNLI (+ ax), with test labels -1."""
+    rte = {"train": {"sentence1": ['He said "yes".', "b"], "sentence2": ["c", "d"], "label": [0, 1], "idx": [0, 1]},
+           "validation": {"sentence1": ["e"], "sentence2": ["f"], "label": [1], "idx": [0]},
+           "test": {"sentence1": ["g", "h"], "sentence2": ["i", "j"], "label": [-1, -1], "idx": [7, 8]}}
+    nli = {"premise": ["p1", "p2"], "hypothesis": ["h1", "h2"], "label": [2, 0], "idx": [0, 1]}
+    mnli = {"train": nli, "validation_matched": nli, "validation_mismatched": {**nli, "label": [1, 1]},
+            "test_matched": {**nli, "label": [-1, -1]}, "test_mismatched": {**nli, "label": [-1, -1]}}
+    ax = {"test": {"premise": ["a"], "hypothesis": ["b"], "label": [-1], "idx": [0]}}
+    return {"rte": rte, "mnli": mnli, "ax": ax}
+
+
+def _check_hub_layout(root, layout):
+    rte = load_task(TASKS["rte"], root)
+    assert rte.layout == layout
+    assert rte.train.text_a == ['He said "yes".', "b"] and rte.train.labels.tolist() == [0, 1]
+    assert rte.test[0].ids == ["7", "8"] and rte.test[0].labels is None
+    mnli = load_task(TASKS["mnli"], root)
+    assert [d.labels.tolist() for d in mnli.dev] == [[2, 0], [1, 1]]
+    assert [t.name for t in mnli.test] == ["matched", "mismatched", "ax"]
+    assert sorted(find_tasks(root)) == ["mnli", "rte"]
+
+
+def test_save_to_disk_layout(tmp_path):
+    import datasets
+
+    root = tmp_path / "glue_hf"
+    for config, splits in _hub_rows().items():
+        datasets.DatasetDict({k: datasets.Dataset.from_dict(v) for k, v in splits.items()}).save_to_disk(str(root / config))
+    _check_hub_layout(root, "save_to_disk")
+
+
+def test_hub_parquet_layout_and_bad_label(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "glue_parquet"
+    for config, splits in _hub_rows().items():
+        (root / config).mkdir(parents=True)
+        for split, cols in splits.items():
+            pq.write_table(pa.table(cols), root / config / f"{split}-00000-of-00001.parquet")
+    _check_hub_layout(root, "parquet")
+    pq.write_table(pa.table({**_hub_rows()["rte"]["train"], "label": [0, 5]}), root / "rte" / "train-00000-of-00001.parquet")
+    e = _error(lambda: load_task(TASKS["rte"], root))
+    assert "label 5 at row 1" in e.what and "rte/train" in e.where
+
+
+# ------------------------------------------------------------------------------------ metrics
+def test_metrics_match_sklearn_and_scipy():
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    rng = np.random.default_rng(0)
+    for trial in range(10):
+        n = int(rng.integers(5, 400))
+        gold = rng.integers(0, 2, n)
+        pred = np.where(rng.random(n) < 0.7, gold, 1 - gold)
+        assert metrics.accuracy(pred, gold) == pytest.approx(accuracy_score(gold, pred), abs=1e-12)
+        assert metrics.f1_binary(pred, gold) == pytest.approx(f1_score(gold, pred), abs=1e-12)
+        assert metrics.matthews(pred, gold) == pytest.approx(matthews_corrcoef(gold, pred), abs=1e-12)
+        gold3, pred3 = rng.integers(0, 3, n), rng.integers(0, 3, n)
+        assert metrics.matthews(pred3, gold3) == pytest.approx(matthews_corrcoef(gold3, pred3), abs=1e-12)
+        # STS-B-like scores with many ties (gold in steps of 0.2, predictions rounded).
+        x = rng.integers(0, 26, n) / 5.0
+        y = np.round(x + rng.normal(0, 1.0, n), 1)
+        assert metrics.pearson(y, x) == pytest.approx(pearsonr(x, y)[0], abs=1e-9)
+        assert metrics.spearman(y, x) == pytest.approx(spearmanr(x, y)[0], abs=1e-9)
+    # Degenerate cases, as scikit-learn reports them.
+    assert metrics.matthews(np.ones(6, int), np.array([0, 1, 0, 1, 1, 0])) == 0.0
+    assert metrics.f1_binary(np.zeros(4, int), np.zeros(4, int)) == 0.0
+    assert metrics.pearson(np.ones(5), np.arange(5)) == 0.0
+
+
+def test_average_ranks_by_hand():
+    np.testing.assert_allclose(metrics.average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])), [4, 1, 4, 2, 4])
+
+
+def test_task_scores_and_glue_average():
+    mrpc, mnli = TASKS["mrpc"], TASKS["mnli"]
+    assert metrics.task_score(mrpc, {"dev": {"f1": 0.9, "accuracy": 0.8}}) == pytest.approx(0.85)
+    assert metrics.task_score(mnli, {"matched": {"accuracy": 0.84}, "mismatched": {"accuracy": 0.82}}) == pytest.approx(0.83)
+    assert metrics.glue_average({"mrpc": 0.85, "mnli": 0.83, "rte": 0.6}) == pytest.approx((0.85 + 0.83 + 0.6) / 3)
+    assert metrics.format_metrics(mrpc, {"dev": {"f1": 0.8812, "accuracy": 0.84}}) == "88.1/84.0"
+    assert metrics.metric_header(mnli) == "acc-m/acc-mm" and metrics.metric_header(mrpc) == "F1/acc"
+
+
+# ------------------------------------------------------------------------------------ submission
+def test_submission_format(tmp_path):
+    path = write_predictions(tmp_path / "sub" / "MNLI-m.tsv", ["0", "1", "2"],
+                             prediction_strings(TASKS["mnli"], np.array([0, 2, 1])))
+    assert path.read_text() == "index\tprediction\n0\tentailment\n1\tcontradiction\n2\tneutral\n"
+    assert prediction_strings(TASKS["rte"], np.array([1, 0])) == ["not_entailment", "entailment"]
+    assert prediction_strings(TASKS["wnli"], np.array([1, 0])) == ["1", "0"]
+    assert prediction_strings(TASKS["stsb"], np.array([-0.3, 2.34567, 5.7])) == ["0.000", "2.346", "5.000"]
+    assert not list((tmp_path / "sub").glob(".*"))                         # no temporary left behind
+
+
+def test_task_overrides(tmp_path):
+    from bertcli.recipe import load_recipe
+
+    r = load_recipe("glue", ["finetune.tasks.RTE.learning_rate=3e-5"])
+    h = resolve_hyper(r.finetune, TASKS["rte"])
+    assert (h.learning_rate, h.epochs, h.batch_size) == (3e-5, 10, 16)   # --set over the recipe's rte entry
+    assert resolve_hyper(r.finetune, TASKS["sst2"]).epochs == 3
+    bad = load_recipe("glue", ["finetune.tasks.rtee.epochs=2"])
+    with pytest.raises(UserError, match="did you mean rte"):
+        resolve_hyper(bad.finetune, TASKS["rte"])
+
+
+def test_hub_code_path_on_a_local_copy(tmp_path, monkeypatch):
+    """`--hub NAME` runs the real datasets.load_dataset(NAME, task); a local copy of the hub
+    repository (parquet files + README configs, as nyu-mll/glue is laid out) needs no network."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    repo = tmp_path / "glue_repo"
+    configs = []
+    for config, splits in _hub_rows().items():
+        (repo / config).mkdir(parents=True)
+        files = []
+        for split, cols in splits.items():
+            pq.write_table(pa.table(cols), repo / config / f"{split}-00000-of-00001.parquet")
+            files.append(f"  - split: {split}\n    path: {config}/{split}-*")
+        configs.append(f"- config_name: {config}\n  data_files:\n" + "\n".join(files))
+    (repo / "README.md").write_text("---\nconfigs:\n" + "\n".join(configs) + "\n---\n")
+    rte = load_task(TASKS["rte"], hub=str(repo))
+    assert rte.layout == "hub" and rte.train.text_a == ['He said "yes".', "b"] and rte.test[0].ids == ["7", "8"]
+    mnli = load_task(TASKS["mnli"], hub=str(repo))
+    assert [t.name for t in mnli.test] == ["matched", "mismatched", "ax"]
+    e = _error(lambda: load_task(TASKS["cola"], hub=str(repo)))
+    assert "could not load" in e.what and "'cola'" in e.what

@@ -1,0 +1,63 @@
+"""Shared pieces of the model tests (no tests here): tiny configs and a padded batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertcli.sections import ModelConfig
+
+VOCAB = 101
+PAD = {"bert": 0, "roberta": 1, "albert": 0}
+
+
+def tiny_section(family: str, **changes) -> ModelConfig:
+    """A resolved tiny `model` section (what recipe.resolve would produce)."""
+    base = dict(family=family, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=37, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=40, type_vocab_size=2, layer_norm_eps=1e-12, hidden_act="gelu",
+                sharing="none", embedding_size=32, classifier_dropout=0.1)
+    if family == "roberta":
+        base.update(max_position_embeddings=42, type_vocab_size=1, layer_norm_eps=1e-5)
+    if family == "albert":
+        base.update(embedding_size=16, num_hidden_layers=4, sharing="all", hidden_act="gelu_new",
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    base.update(changes)
+    return ModelConfig(**base)
+
+
+def batch(family: str, lengths=(12, 7, 3), seed: int = 0, n_masked: int = 6) -> dict:
+    """A right-padded batch with two segments, and masked positions on real tokens only."""
+    g = torch.Generator().manual_seed(seed)
+    B, T = len(lengths), max(lengths)
+    pad = PAD[family]
+    ids = torch.randint(5, VOCAB, (B, T), generator=g)
+    mask = torch.zeros(B, T, dtype=torch.long)
+    types = torch.zeros(B, T, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+        ids[b, n:] = pad
+        if family != "roberta":
+            types[b, n // 2:n] = 1
+    real = mask.view(-1).nonzero().squeeze(1)
+    positions = real[torch.randperm(len(real), generator=g)[:n_masked]].sort().values
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types, mlm_positions=positions)
+
+
+@torch.no_grad()
+def randomize(model: torch.nn.Module, seed: int) -> None:
+    """Weights far from the tiny initial ones, so every parameter shows in the outputs."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        noise = torch.randn(p.shape, generator=g) * 0.2
+        p.copy_(1.0 + noise if ("norm" in name.lower() and name.endswith("weight")) else noise)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models gain nothing from two threads, and on a busy machine OpenMP's spinning
+    threads make them many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
