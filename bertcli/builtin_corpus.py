@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 # Bump when the cleaning changes, so cached corpora built by an older version are rebuilt.
-BUILTIN_VERSION = 1
+BUILTIN_VERSION = 2  # 2: bullets' wrapped lines joined, more code dropped
 
 # Standard-library folders that hold tests, generated tables or demo code rather than prose.
 _SKIP_PARTS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__",
@@ -38,6 +38,9 @@ _BULLET = re.compile(r"^(?:[-*+•]|\d{1,2}[.)]|\([a-z0-9]\)|\[\d+\])\s+")
 _RULE = re.compile(r"^[\W_]{3,}$")  # ====, ----, ****, -[ Footnotes ]- style lines
 _WORD_EDGE = "\"'“”‘’()[]*,.;:!?"
 _PROSE_WORD = re.compile(r"^[A-Za-z][a-z'’-]*$")
+# Code that slips past the word count: a statement keyword opening the paragraph, annotations,
+# triple quotes, comparison operators, a trailing comment.
+_CODE = re.compile(r"""^(?:def|class|import|from|return|raise|lambda|async|await|yield)\s|->|'''|\"\"\"|[=!<>]=|\s#\s""")
 
 
 def stdlib_dir() -> Path:
@@ -106,6 +109,7 @@ def paragraphs(text: str) -> Iterator[str]:
     literal_indent: int | None = None  # inside a `::` literal block: lines indented deeper than this
     in_doctest = False
     indent_of_block = 0
+    continuation = -1  # indent of a bullet's wrapped lines ("- Return a ... is a\n  syntax error")
 
     def flush():
         nonlocal block
@@ -131,12 +135,15 @@ def paragraphs(text: str) -> Iterator[str]:
         if _RULE.match(line) or line.startswith(("+--", "|", "..", "-[")):
             yield from flush()  # section underline, table border, reST directive or comment
             continue
-        if block and indent != indent_of_block:
+        if block and indent != indent_of_block and indent != continuation:
             yield from flush()  # definition-list bodies and nested blocks become their own paragraph
         bullet = _BULLET.match(line)
         if bullet:
             yield from flush()
             line = line[bullet.end():]
+            continuation = indent + bullet.end()
+        elif not block:
+            continuation = -1
         if not block:
             indent_of_block = indent
         if line.endswith("::"):
@@ -165,7 +172,7 @@ def is_prose(text: str) -> bool:
     """A paragraph reads as language: at least four plain words, and most of its words plain
     (identifiers with dots, underscores, brackets and operators are what code looks like)."""
     words = text.split()
-    if len(words) < 4:
+    if len(words) < 4 or _CODE.search(text):
         return False
     plain = sum(1 for w in words if _PROSE_WORD.match(w.strip(_WORD_EDGE)))
     return plain >= 4 and plain >= 0.7 * len(words)

@@ -181,12 +181,17 @@ def documents(cfg: CorpusConfig, resolved: list[Resolved], stats: ReadStats,
             per_source.append(n)
 
 
+def corpus_dir(recipe: Recipe, resolved: list | None = None) -> Path:
+    """Where the recipe's corpus lives (keyed by the corpus section and the inputs' fingerprint)."""
+    resolved = resolve_sources(recipe.corpus) if resolved is None else resolved
+    return stage_dir(recipe, "corpus", [CORPUS_VERSION] + [r.fingerprint() for r in resolved])
+
+
 def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
     """Read every source into the cached Arrow corpus (or reuse it)."""
     cfg = recipe.corpus
     resolved = resolve_sources(cfg)
-    fp = [CORPUS_VERSION] + [r.fingerprint() for r in resolved]
-    path = stage_dir(recipe, "corpus", fp)
+    path = corpus_dir(recipe, resolved)
     if is_complete(path) and not force:
         return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
     remove_stale_temporaries(path.parent)

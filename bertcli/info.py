@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from bertcli.recipe import Recipe
-from bertcli.stages import is_complete, stage_dir
+from bertcli.stages import is_complete
 
 
 def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     """Summary tables: stage directories (built or missing), then parameter counts and FLOPs."""
-    from bertcli.corpus import corpus_fingerprint
+    from bertcli.corpus import corpus_dir
+    from bertcli.data.build import data_dir
+    from bertcli.tokenizer import tokenizer_dir
 
-    fingerprint = corpus_fingerprint(recipe.corpus)
     rows: list[tuple[str, object]] = []
-    for stage in ("corpus", "tokenizer", "data"):
-        path = stage_dir(recipe, stage, fingerprint)
+    for stage, path in (("corpus", corpus_dir(recipe)), ("tokenizer", tokenizer_dir(recipe)),
+                        ("data", data_dir(recipe))):
         rows.append((stage, f"{path}  ({'built' if is_complete(path) else 'missing'})"))
     run = recipe.out
     final = run / "final"

@@ -81,11 +81,9 @@ class Recipe:
         (Path(directory) / "recipe.yaml").write_text(self.to_yaml(), encoding="utf-8")
 
     def section_hash(self, *names: str, extra: Any = None) -> str:
-        """Cache key of a stage: the named sections (fields marked hash=False left out) plus `extra`
-        (e.g. a fingerprint of the corpus files)."""
+        """Cache key of a stage: the named sections or top-level fields (fields marked hash=False
+        left out) plus `extra` (e.g. a fingerprint of the corpus files)."""
         payload = {n: _hashable(getattr(self, n)) for n in names}
-        if "seed" not in names:
-            payload["seed"] = self.seed
         payload["extra"] = extra
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]

@@ -295,6 +295,9 @@ class FinetuneConfig:
     """Sequences per evaluation batch."""
     max_train_examples: Optional[int] = num(None, ge=1)
     """Use only the first N training examples (quick experiments)."""
+    dropout: Optional[float] = num(0.1, ge=0.0, le=1.0)
+    """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever
+    the checkpoint was pretrained with; null keeps config.json's rates (e.g. ALBERT's 0 / 0.1)."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"

@@ -18,11 +18,12 @@ from typing import Iterator
 
 from bertcli.recipe import Recipe
 
-# The sections each stage's output depends on.
+# The recipe sections (and top-level fields) each stage's output depends on. Tokenizer training
+# draws nothing at random, so only the data stage depends on the seed.
 STAGE_SECTIONS = {
     "corpus": ("corpus",),
     "tokenizer": ("corpus", "tokenizer"),
-    "data": ("corpus", "tokenizer", "data"),
+    "data": ("corpus", "tokenizer", "data", "seed"),
 }
 COMPLETE_MARKER = "recipe.yaml"  # written last, just before the rename
 

@@ -181,10 +181,22 @@ def test_cache_hash_ignores_settings_that_do_not_change_outputs_and_follows_thos
     assert load_recipe("bert-tiny", ["data.num_proc=7", "train.device=cpu"]).section_hash(
         "corpus", "tokenizer", "data") == h
     assert load_recipe("bert-tiny", ["data.dupe_factor=2"]).section_hash("corpus", "tokenizer", "data") != h
-    assert load_recipe("bert-tiny", ["seed=1"]).section_hash("corpus", "tokenizer", "data") != h
+    assert load_recipe("bert-tiny", ["seed=1"]).section_hash("corpus", "tokenizer", "data", "seed") != \
+        base.section_hash("corpus", "tokenizer", "data", "seed")
     # A change in a later section does not touch an earlier stage's key.
     assert load_recipe("bert-tiny", ["data.dupe_factor=2"]).section_hash("corpus", "tokenizer") == \
         base.section_hash("corpus", "tokenizer")
+
+
+def test_stage_directories_follow_their_own_inputs_only(tmp_path):
+    from bertcli.stages import stage_dir
+
+    base = load_recipe("bert-tiny", [f"output_dir={tmp_path}"])
+    reseeded = load_recipe("bert-tiny", [f"output_dir={tmp_path}", "seed=7"])
+    # The seed changes the data (masks, pairs) but not the corpus or the tokenizer.
+    for stage, same in (("corpus", True), ("tokenizer", True), ("data", False)):
+        assert (stage_dir(base, stage) == stage_dir(reseeded, stage)) is same, stage
+    assert stage_dir(base, "tokenizer", ["a"]) != stage_dir(base, "tokenizer", ["b"])
 
 
 def test_explain_lists_every_field_with_its_help():

@@ -120,7 +120,7 @@ def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "p
     tok = load_tokenizer(checkpoint)
     torch.manual_seed(recipe.seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head="classification", num_labels=task.num_labels,
-                                    labels=task.label_names)
+                                    labels=task.label_names, dropout=cfg.dropout)
     if init == "random":
         from bertcli.model.heads import init_weights
 

@@ -173,12 +173,17 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional
 
 
 def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
-                    labels: Optional[Sequence[str]] = None) -> tuple[Model, LoadReport]:
+                    labels: Optional[Sequence[str]] = None,
+                    dropout: Optional[float] = None) -> tuple[Model, LoadReport]:
     """Load any HF bert / roberta / albert directory as a PreTrainingModel or (head=
     "classification") a SequenceClassifier with `labels` / `num_labels` (default: the
-    checkpoint's own classifier labels). Returns the model (eval mode, CPU, fp32) and a report."""
+    checkpoint's own classifier labels). `dropout` replaces the hidden, attention and classifier
+    dropout rates of config.json (fine-tuning regularization is not pretraining's). Returns the
+    model (eval mode, CPU, fp32) and a report."""
     directory = Path(directory)
     c = read_config(directory, head)
+    if dropout is not None:
+        c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
     data = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     report = LoadReport(directory, c.family, list(data.get("architectures") or []))
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}

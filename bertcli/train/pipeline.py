@@ -100,6 +100,18 @@ def _has_run(run_dir: Path) -> bool:
     return any((run_dir / name).exists() for name in RUN_FILES)
 
 
+def _refuse_another_run(run_dir: Path, recipe: Recipe) -> None:
+    """UserError when the run directory holds the run of a recipe that differs from this one."""
+    if not (run_dir / "recipe.yaml").is_file():
+        return
+    diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
+    if diffs:
+        raise UserError(f"the output directory holds the run of another recipe; differing keys: "
+                        f"{_describe(diffs)}", where=str(run_dir),
+                        fix="choose another output directory (--set output_dir=DIR), restore those keys, "
+                            "or --force to replace that run")
+
+
 def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[ckpt_io.Checkpoint]:
     """Check the output directory against the recipe and pick the checkpoint to resume from.
     Raises UserError (before anything is written) for another recipe's run, a damaged or
@@ -113,13 +125,7 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
     if resume is None:
         if not _has_run(run_dir):
             return None
-        if (run_dir / "recipe.yaml").is_file():
-            diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
-            if diffs:
-                raise UserError(f"the output directory holds the run of another recipe; differing keys: "
-                                f"{_describe(diffs)}", where=str(run_dir),
-                                fix="choose another output directory (--set output_dir=DIR), restore those keys, "
-                                    "or --force to replace that run")
+        _refuse_another_run(run_dir, recipe)
         last = ckpt_io.latest(run_dir)
         if last is None:
             return None  # a run of this recipe killed before its first checkpoint: start over
@@ -130,12 +136,7 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
     if resume == "auto":
         last = ckpt_io.latest(run_dir)
         if last is None:
-            if (run_dir / "recipe.yaml").is_file():
-                diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
-                if diffs:
-                    raise UserError(f"the output directory holds the run of another recipe; differing keys: "
-                                    f"{_describe(diffs)}", where=str(run_dir),
-                                    fix="choose another output directory or --force to replace that run")
+            _refuse_another_run(run_dir, recipe)
             console.log(f"no checkpoint in {run_dir}: starting from scratch")
             return None
         path = last
