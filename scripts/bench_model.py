@@ -1,16 +1,19 @@
 """Forward+backward speed of bertcli's encoder with pretraining heads against transformers'
 BertForPreTraining of the same config, on the same batches, in one process.
 
-Batches look like BERT's pretraining data at max_seq_length 128: 90% of the rows are full
-(Google's builder fills pairs to the target length), 10% have a short target length drawn in
-[2, 125] (short_seq_prob 0.1), padded to 128; 15% of the real tokens are predicted (at most 20
-per row, Google's rule). Both models compute the MLM + NSP loss the way each is used: bertcli
+Batches look like BERT's pretraining data at max_seq_length 128. Row lengths: with `--lengths
+DIR`, drawn from the rows of a data set built by `bertcli build-data` (the real distribution:
+the built-in corpus's short documents leave 78% of the positions real); by default Google's
+rule on a corpus of long documents (90% of the rows full, 10% with a short target length drawn
+in [2, 125]). Rows are padded to 128; 15% of the real tokens are predicted (at most 20 per row,
+Google's rule). Both models compute the MLM + NSP loss the way each is used: bertcli
 at the masked positions only, transformers from its full [B, T, V] logits with -100 labels.
 Speed is real (non-padding) tokens per second; repeats are interleaved (ours, theirs, ours, ...)
 and the median is reported. `--compile` also times torch.compile(bertcli model), `--ablations`
 bertcli with unpadding or the sparse last layer turned off.
 
     python scripts/bench_model.py                       # bert-tiny and bert-base, CPU, fp32
+    python scripts/bench_model.py --lengths runs/bert-tiny/data-<hash>   # the quickstart's lengths
     python scripts/bench_model.py --dtype bf16 --compile --batch-base 64   # on a GPU
 """
 
@@ -26,9 +29,15 @@ import torch
 import torch.nn.functional as F
 
 
-def make_batch(batch: int, seq: int, vocab: int, gen: torch.Generator, short_prob: float = 0.1) -> dict:
+def make_batch(batch: int, seq: int, vocab: int, gen: torch.Generator, short_prob: float = 0.1,
+               pool: list[int] | None = None) -> dict:
+    """Random ids with BERT's layout; row lengths drawn from `pool` (a built data set's) or from
+    Google's target-length rule."""
     lengths = []
     for _ in range(batch):
+        if pool:
+            lengths.append(max(4, min(seq, pool[int(torch.randint(len(pool), (), generator=gen))])))
+            continue
         short = torch.rand((), generator=gen).item() < short_prob
         lengths.append(int(torch.randint(2, seq - 2, (), generator=gen)) + 3 if short else seq)
     ids = torch.zeros(batch, seq, dtype=torch.long)
@@ -92,9 +101,14 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
         save_checkpoint(ours, tmp)
         theirs = tf.BertForPreTraining.from_pretrained(tmp).to(device).train()
     gen = torch.Generator().manual_seed(1)
+    pool = None
+    if args.lengths:   # the row lengths of a data set built by `bertcli build-data`
+        from datasets import load_from_disk
+
+        pool = [len(r) for r in load_from_disk(args.lengths)["train"]["input_ids"]]
     batches = []
     for _ in range(args.steps):
-        b = make_batch(batch, args.seq, vocab, gen, args.short_prob)
+        b = make_batch(batch, args.seq, vocab, gen, args.short_prob, pool)
         batches.append({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in b.items()})
     tokens = sum(b["real_tokens"] for b in batches)
     contenders = {"bertcli": (ours_step, ours), "transformers": (theirs_step, theirs)}
@@ -111,7 +125,8 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     for _ in range(args.repeats):
         for k, (step, model) in contenders.items():
             times[k].append(timed(step, model, batches, device, args.dtype))
-    result = {"shape": name, "batch": batch, "seq_len": args.seq, "short_prob": args.short_prob,
+    result = {"shape": name, "batch": batch, "seq_len": args.seq,
+              "lengths": f"rows of {args.lengths}" if pool else f"Google's rule, short_seq_prob {args.short_prob}",
               "steps_per_repeat": args.steps,
               "repeats": args.repeats, "real_token_fraction": round(tokens / (batch * args.seq * args.steps), 3)}
     for k, t in times.items():
@@ -136,6 +151,8 @@ def main(argv=None) -> None:
     p.add_argument("--compile", action="store_true", help="also time torch.compile(bertcli model)")
     p.add_argument("--ablations", action="store_true",
                    help="also time bertcli without unpadding, and without the sparse last layer")
+    p.add_argument("--lengths", default=None,
+                   help="a data directory built by `bertcli build-data`: draw row lengths from its train split")
     p.add_argument("--short-prob", type=float, default=0.1,
                    help="fraction of rows with a random shorter length (BERT data: 0.1; 1.0 = heavy padding)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

@@ -66,23 +66,6 @@ def write_tasks(root: Path, seed: int = 0, n_sst: int = 480) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def pretrained_tiny(tmp_path_factory) -> Path:
-    """A BERT-tiny checkpoint pretrained by the real CLI on the built-in corpus (short run).
-    The lead's conftest is meant to provide a shared one; this local stand-in has the same name.
-    BERTCLI_TEST_PRETRAINED=DIR reuses an existing checkpoint instead."""
-    import os
-
-    if os.environ.get("BERTCLI_TEST_PRETRAINED"):
-        return Path(os.environ["BERTCLI_TEST_PRETRAINED"])
-    root = tmp_path_factory.mktemp("pretrain")
-    r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}",
-                "--set", "train.max_steps=400", "--set", "train.warmup_steps=40", "--set", "data.dupe_factor=2",
-                cwd=root, env=ONE_THREAD)
-    assert r.rc == 0, r.output
-    return root / "run" / "final"
-
-
 def _tsv(path: Path) -> list[list[str]]:
     return [line.split("\t") for line in path.read_text().splitlines()]
 
@@ -240,3 +223,29 @@ def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     assert runs[0]["history"] != runs[2]["history"]
     assert not (tmp_path / "o0" / "sst2" / "model.safetensors").exists()   # save_model=false
 
+
+
+def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F811
+    """finetune.freeze_encoder=true (the feature-based probe) leaves every encoder weight as
+    loaded; without it the encoder moves."""
+    from safetensors.torch import load_file
+
+    from bertcli.finetune.readers import load_task
+    from bertcli.finetune.run import run_task
+    from bertcli.finetune.tasks import TASKS
+    from bertcli.recipe import load_recipe
+
+    rng = random.Random(3)
+    ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
+    write_tasks(tmp_path / "glue", n_sst=64)
+    data = load_task(TASKS["sst2"], tmp_path / "glue")
+    before = load_file(ckpt / "model.safetensors")
+    for freeze in (True, False):
+        sets = ["finetune.epochs=1", "finetune.max_seq_length=32", "finetune.learning_rate=1e-3",
+                f"finetune.freeze_encoder={str(freeze).lower()}"]
+        run_task(load_recipe("glue", sets), ckpt, data, tmp_path / f"o{freeze}")
+        after = load_file(tmp_path / f"o{freeze}" / "sst2" / "model.safetensors")
+        shared = [k for k in after if k.startswith("roberta.") and k in before]
+        assert len(shared) > 10 and any(k.startswith("classifier.") for k in after)
+        same = [k for k in shared if after[k].equal(before[k])]
+        assert (len(same) == len(shared)) if freeze else (len(same) < len(shared) // 2), (freeze, len(same), len(shared))

@@ -116,7 +116,7 @@ def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "p
 
     cfg, task = recipe.finetune, data.task
     hyper = resolve_hyper(cfg, task)
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, where="finetune.device")
     tok = load_tokenizer(checkpoint)
     torch.manual_seed(recipe.seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head="classification", num_labels=task.num_labels,
@@ -125,6 +125,9 @@ def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "p
         from bertcli.model.heads import init_weights
 
         init_weights(model)
+    if cfg.freeze_encoder:
+        for name, p in model.encoder.named_parameters():
+            p.requires_grad_(name.startswith("pooler."))
     check_fit(model, tok, hyper.max_seq_length, checkpoint)
     zero_types = model.config.type_vocab_size < 2
 

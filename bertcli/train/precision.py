@@ -20,9 +20,10 @@ from bertcli.errors import UserError
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def resolve_device(spec: str = "auto") -> torch.device:
+def resolve_device(spec: str = "auto", where: str = "train.device") -> torch.device:
     """`auto`: the CUDA device of this process (LOCAL_RANK under torchrun) when CUDA is available,
-    else the CPU. Explicit specs are checked so a typo or a missing GPU is a clear error."""
+    else the CPU. Explicit specs are checked so a typo or a missing GPU is a clear error naming
+    the recipe key `where`."""
     import os
 
     spec = (spec or "auto").strip().lower()
@@ -33,19 +34,19 @@ def resolve_device(spec: str = "auto") -> torch.device:
     try:
         device = torch.device(spec)
     except (RuntimeError, ValueError):
-        raise UserError(f"device {spec!r} is not a torch device", where="train.device",
+        raise UserError(f"device {spec!r} is not a torch device", where=where,
                         fix="use auto, cpu, cuda or cuda:N")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise UserError(f"device {spec!r}: CUDA is not available on this machine", where="train.device",
+            raise UserError(f"device {spec!r}: CUDA is not available on this machine", where=where,
                             fix="use device: auto or cpu")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s)",
-                            where="train.device")
+                            where=where)
     elif device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise UserError("device 'mps' is not available on this machine", where="train.device")
+        raise UserError("device 'mps' is not available on this machine", where=where)
     elif device.type not in ("cpu", "cuda", "mps"):
-        raise UserError(f"device {spec!r} is not supported", where="train.device", fix="use auto, cpu or cuda")
+        raise UserError(f"device {spec!r} is not supported", where=where, fix="use auto, cpu or cuda")
     return device
 
 
