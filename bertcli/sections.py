@@ -299,8 +299,8 @@ class FinetuneConfig:
     """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever
     the checkpoint was pretrained with; null keeps config.json's rates (e.g. ALBERT's 0 / 0.1)."""
     freeze_encoder: bool = False
-    """Train only the pooler and the classifier on the frozen encoder (BERT's feature-based
-    approach): a probe of what pretraining put into the representations."""
+    """Train only the pooler and the classifier on the frozen encoder, which runs without dropout
+    (BERT's feature-based approach): a probe of what pretraining put into the representations."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"

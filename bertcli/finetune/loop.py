@@ -75,7 +75,16 @@ def fit(model: nn.Module, train: Encoded, devs: dict[str, Encoded], task: TaskSp
     """Train `model` in place; on return it holds the weights of the best dev epoch."""
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
-    model.to(device).train()
+    model.to(device)
+
+    def train_mode():
+        # A frozen encoder computes features as at inference (no dropout inside it); the
+        # classifier's own dropout still applies.
+        model.train()
+        if cfg.freeze_encoder:
+            model.encoder.eval()
+
+    train_mode()
     opt = build_optimizer(model, "adamw", hyper.learning_rate, (cfg.beta1, cfg.beta2), cfg.eps,
                           hyper.weight_decay, device)
     per_epoch, total, warmup = schedule_lengths(len(train), hyper)
@@ -114,6 +123,7 @@ def fit(model: nn.Module, train: Encoded, devs: dict[str, Encoded], task: TaskSp
                 step += 1
                 bar.advance(1)
             dev = evaluate(model, devs, task, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            train_mode()
             score = metrics.task_score(task, dev)
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             "dev": dev, "score": score})
