@@ -19,6 +19,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# Subprocesses of tiny models: they train faster on one thread, and on a loaded machine a second
+# thread only stalls at OpenMP barriers.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
 @dataclass
 class CliResult:
     rc: int

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_user_error, run_cli
+from conftest import ONE_THREAD, assert_user_error, run_cli
 from test_model_util import one_thread  # noqa: F401 (fixture)
-
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}   # tiny models: threads only fight over two busy cores
 
 POS = ["good", "great", "excellent", "wonderful", "useful", "clear"]
 NEG = ["bad", "poor", "awful", "broken", "useless", "wrong"]

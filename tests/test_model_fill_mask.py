@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import assert_user_error
+from conftest import ONE_THREAD, assert_user_error
 from test_model_util import one_thread, tiny_section  # noqa: F401 (fixture)
 
 from bertcli.model import build_model, save_checkpoint
@@ -56,9 +56,6 @@ def checkpoint(tmp_path_factory):
     assert loss.item() < 0.1
     save_checkpoint(model.eval(), root / "ckpt", tokenizer_dir=root / "tok")
     return root / "ckpt"
-
-
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # a single tiny forward: no use for a second thread
 
 
 def test_fill_mask_json_through_the_cli(cli, checkpoint):

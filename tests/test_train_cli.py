@@ -21,7 +21,7 @@ from bertcli.errors import UserError
 from bertcli.recipe import load_recipe
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.pipeline import prepare_run
-from conftest import assert_user_error, run_cli, write_documents
+from conftest import ONE_THREAD, assert_user_error, run_cli, write_documents
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +31,6 @@ TINY = ["corpus.sources=[{path: builtin, max_documents: 80}]", "corpus.validatio
         "model.intermediate_size=128", "train.batch_size=16", "train.max_steps=40", "train.warmup_steps=4",
         "train.learning_rate=3e-3", "train.log_every=1", "train.eval_every=20", "train.save_every=10",
         "train.eval_batches=8"]
-# Tiny models train faster on one thread, and a loaded machine cannot stall OpenMP barriers.
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 FAMILY = {"bert": ("bert-tiny", []), "albert": ("albert-tiny", ["model.embedding_size=32", "train.learning_rate=3e-2"]),
           "roberta": ("roberta-tiny", [])}
 
