@@ -5,7 +5,7 @@ CONTRACT (used by the data builder, trainer, fill-mask and fine-tuning):
 
     run_tokenize(recipe, force=False) -> StageResult      # `bertcli tokenize`
     ensure_tokenizer(recipe) -> StageResult              # reuse when complete, else build
-    load_tokenizer(path) -> TokenizerInfo                # any HF tokenizer dir with tokenizer.json
+    load_tokenizer(path) -> TokenizerInfo                # any HF tokenizer dir (tokenizer.json or vocab.txt)
 
     TokenizerInfo fields: path, tokenizer (tokenizers.Tokenizer, with its post-processor),
     kind ("wordpiece" | "bpe" | "unigram"), vocab_size (len incl. special tokens),
@@ -389,30 +389,43 @@ def _summary(info: dict, reused: bool) -> list[tuple[str, object]]:
 _FALLBACK = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>"), "cls": ("[CLS]", "<s>"),
              "sep": ("[SEP]", "</s>"), "mask": ("[MASK]", "<mask>")}
 _KINDS = {"WordPiece": "wordpiece", "BPE": "bpe", "Unigram": "unigram"}
+LOADABLE = ("tokenizer.json", "vocab.txt")   # what load_tokenizer reads (vocab.txt: WordPiece only)
 
 
 def load_tokenizer(path) -> TokenizerInfo:
-    """Load any Hugging Face tokenizer directory with tokenizer.json (bertcli's, or one written by
-    transformers for bert/roberta/albert); special tokens are looked up by name, never assumed."""
+    """Load any Hugging Face tokenizer directory: tokenizer.json (bertcli's, or one written by
+    transformers for bert/roberta/albert), or an older BERT directory with only vocab.txt;
+    special tokens are looked up by name, never assumed."""
     path = Path(path)
-    file = path / "tokenizer.json"
-    if not file.is_file():
-        raise UserError(f"no tokenizer.json in {path}", where=str(path),
-                        fix="point at a directory written by `bertcli tokenize` or by transformers' "
-                            "save_pretrained (a fast tokenizer)")
-    try:
-        tok = Tokenizer.from_file(str(file))
-    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
-        raise UserError(f"tokenizer.json cannot be read: {e}", where=str(file))
-    tok.no_truncation()
-    tok.no_padding()
     config: dict = {}
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         if (path / name).is_file():
-            config.update(json.loads((path / name).read_text(encoding="utf-8")))
-    kind = _KINDS.get(json.loads(file.read_text(encoding="utf-8"))["model"].get("type", ""))
+            try:
+                more = json.loads((path / name).read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise UserError(f"{name} is not valid JSON: {e}", where=str(path / name))
+            if not isinstance(more, dict):
+                raise UserError(f"{name} does not hold a JSON object", where=str(path / name))
+            config.update(more)
+    file = path / LOADABLE[0]
+    if file.is_file():
+        try:
+            tok = Tokenizer.from_file(str(file))
+        except Exception as e:  # tokenizers raises a bare Exception for a malformed file
+            raise UserError(f"tokenizer.json cannot be read: {e}", where=str(file))
+    elif (path / LOADABLE[1]).is_file():  # older BERT checkpoints: the WordPiece vocabulary only
+        from tokenizers.implementations import BertWordPieceTokenizer
+
+        tok = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=bool(config.get("do_lower_case", True)))._tokenizer
+    else:
+        raise UserError(f"{path} has no tokenizer (tokenizer.json, or vocab.txt for WordPiece)", where=str(path),
+                        fix="point at a directory written by `bertcli tokenize` or by transformers' "
+                            "save_pretrained (a fast tokenizer)")
+    tok.no_truncation()
+    tok.no_padding()
+    kind = _KINDS.get(type(tok.model).__name__)
     if kind is None:
-        raise UserError("tokenizer.json holds neither a WordPiece, a BPE nor a Unigram model", where=str(file))
+        raise UserError("the tokenizer is neither a WordPiece, a BPE nor a Unigram model", where=str(path))
     tokens, ids = {}, {}
     for role in ROLES:
         names = [_token_name(config.get(f"{role}_token"))]

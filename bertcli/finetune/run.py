@@ -22,7 +22,6 @@ from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_t
 from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
 from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "vocab.json")
 
 
 def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, hub: str | None = None,
@@ -80,14 +79,13 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
 
 
 def check_checkpoint(checkpoint: Path) -> None:
-    if not checkpoint.is_dir():
-        raise UserError(f"checkpoint directory {checkpoint} does not exist",
-                        fix="pass a bertcli run's checkpoint (e.g. runs/bert-tiny/final) or a transformers directory")
-    if not (checkpoint / "config.json").is_file():
-        raise UserError(f"{checkpoint} has no config.json: not a Hugging Face checkpoint directory",
-                        where=str(checkpoint))
-    if not any((checkpoint / name).is_file() for name in TOKENIZER_FILES):
-        raise UserError(f"checkpoint {checkpoint} has no tokenizer (no tokenizer.json)", where=str(checkpoint),
+    """The checks that need no weights, before any task is read: config.json, a tokenizer file."""
+    from bertcli.model.hf import read_config
+    from bertcli.tokenizer import LOADABLE
+
+    read_config(checkpoint)
+    if not any((checkpoint / name).is_file() for name in LOADABLE):
+        raise UserError(f"checkpoint {checkpoint} has no tokenizer (no {' or '.join(LOADABLE)})", where=str(checkpoint),
                         fix="save the tokenizer next to the weights, e.g. "
                             "AutoTokenizer.from_pretrained(SRC).save_pretrained(DIR), or copy the run's tokenizer files")
 

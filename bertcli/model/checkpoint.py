@@ -163,11 +163,12 @@ def _base_prefix(state: dict[str, Tensor], family: str, where: str) -> str:
 
 
 def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional[list[Tensor]]:
-    """The tensor of each stored copy (parts concatenated), or None when the first is missing."""
+    """The tensor of each stored copy (parts concatenated), or None unless every copy is there
+    (a checkpoint missing one layer's copy must not load layer 0 in its place)."""
     out = []
     for parts in copies:
         if not all(p in state for p in parts):
-            return None if not out else out
+            return None
         out.append(state[parts[0]] if len(parts) == 1 else torch.cat([state[p] for p in parts], 0))
     return out
 
@@ -255,7 +256,7 @@ def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, whe
         if key.endswith(("position_ids", "embeddings.token_type_ids")) or key == dec_bias:
             continue
         if key == dec_weight:
-            if "encoder.embeddings.word.weight" in used and not torch.equal(
+            if base + "embeddings.word_embeddings.weight" in used and not torch.equal(
                     state[key], state[base + "embeddings.word_embeddings.weight"]):
                 report.notes.append(f"{key} differs from the word embeddings: bertcli ties them, "
                                     "the untied decoder was ignored")

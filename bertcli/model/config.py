@@ -96,7 +96,7 @@ class EncoderConfig:
             fail(f"unsupported model family {self.family!r}", "use bert, roberta or albert")
         if self.hidden_act not in ACTIVATIONS:
             fail(f"unsupported activation {self.hidden_act!r}", "use gelu (exact) or gelu_new (tanh)")
-        if self.hidden_size % self.num_attention_heads:
+        if self.num_attention_heads < 1 or self.hidden_size % self.num_attention_heads:
             fail(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
                  f"{self.num_attention_heads}")
         if self.sharing not in ("none", "all", "attention", "ffn"):

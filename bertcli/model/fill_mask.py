@@ -9,46 +9,9 @@ from typing import Any, Union
 from bertcli import console
 from bertcli.errors import UserError
 from bertcli.model.hf import read_config, weight_files
+from bertcli.tokenizer import load_tokenizer
 
-MASK_SPELLINGS = ("[MASK]", "<mask>")
-
-
-def _special(directory: Path, name: str) -> str | None:
-    """A special token's text from tokenizer_config.json or special_tokens_map.json."""
-    for file in ("tokenizer_config.json", "special_tokens_map.json"):
-        path = directory / file
-        if path.is_file():
-            try:
-                value = json.loads(path.read_text(encoding="utf-8")).get(name)
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-                continue
-            if isinstance(value, dict):
-                value = value.get("content")
-            if isinstance(value, str):
-                return value
-    return None
-
-
-def load_tokenizer(directory: Path):
-    """(tokenizers.Tokenizer, mask token) of a checkpoint directory."""
-    from tokenizers import Tokenizer
-    from tokenizers.implementations import BertWordPieceTokenizer
-
-    if (directory / "tokenizer.json").is_file():
-        tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
-    elif (directory / "vocab.txt").is_file():  # older BERT checkpoints: WordPiece vocabulary only
-        lower = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")).get(
-            "do_lower_case", True) if (directory / "tokenizer_config.json").is_file() else True
-        tok = BertWordPieceTokenizer(str(directory / "vocab.txt"), lowercase=lower)._tokenizer
-    else:
-        raise UserError(f"no tokenizer in {directory} (tokenizer.json or vocab.txt)", where=str(directory),
-                        fix="copy the tokenizer files (written by `bertcli tokenize`) into the checkpoint directory")
-    mask = _special(directory, "mask_token")
-    if mask is None or tok.token_to_id(mask) is None:
-        mask = next((m for m in MASK_SPELLINGS if tok.token_to_id(m) is not None), None)
-    if mask is None:
-        raise UserError("the tokenizer has no mask token", where=str(directory))
-    return tok, mask
+MASK_SPELLINGS = ("[MASK]", "<mask>")   # either is accepted in the text, whatever the model's
 
 
 def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[dict[str, Any]]:
@@ -58,7 +21,8 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
     # Checks that need no torch first, so mistakes are reported at once.
     read_config(directory)
     weight_files(directory)
-    tok, mask = load_tokenizer(directory)
+    info = load_tokenizer(directory)
+    tok, mask, mask_id = info.tokenizer, info.tokens["mask"], info.mask_id
     if mask not in text:
         other = next((m for m in MASK_SPELLINGS if m in text), None)
         if other is None:
@@ -80,7 +44,6 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
     if ids.shape[1] > limit:
         raise UserError(f"the text is {ids.shape[1]} tokens long; this model reads at most {limit}",
                         fix="shorten the text around the mask")
-    mask_id = tok.token_to_id(mask)
     positions = (ids[0] == mask_id).nonzero().squeeze(1)
     if len(positions) == 0:
         raise UserError(f"the tokenizer split {mask} into pieces: no mask token reached the model",

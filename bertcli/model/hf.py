@@ -94,7 +94,17 @@ def hf_albert_groups(c: EncoderConfig) -> int:
 
 
 def from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
-    """EncoderConfig from a transformers config.json dict (any bert / roberta / albert one)."""
+    """EncoderConfig from a transformers config.json dict (any bert / roberta / albert one).
+    A value of the wrong kind (a string for a size, a zero divisor, id2label keys that are not
+    numbers) is a UserError naming the file, not a traceback."""
+    try:
+        return _from_hf_config(d, where, head)
+    except (TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
+        raise UserError(f"config.json holds a value bertcli cannot read ({type(e).__name__}: {e})", where=where,
+                        fix="compare it with a config.json that transformers wrote for the same model type") from e
+
+
+def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     family = d.get("model_type")
     if family not in FAMILIES:
         raise UserError(f"unsupported model_type {family!r} in config.json", where=where,
@@ -117,7 +127,7 @@ def from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
             raise UserError(f"inner_group_num {get('inner_group_num')} is not supported", where=where,
                             fix="bertcli implements ALBERT with one layer per group (inner_group_num 1)")
         hf_groups = int(get("num_hidden_groups"))
-        if layers % hf_groups:
+        if hf_groups < 1 or layers % hf_groups:
             raise UserError(f"num_hidden_layers {layers} is not a multiple of num_hidden_groups {hf_groups}",
                             where=where)
         sharing = "none" if hf_groups == layers and layers > 1 else "all"
