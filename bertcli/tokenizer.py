@@ -204,13 +204,22 @@ def _sentence_batches(ds, bar, batch_docs: int = 1000):
         bar.advance(batch.num_rows)
 
 
+def text_encoder(tok: Tokenizer) -> Tokenizer:
+    """A copy of `tok` for encoding corpus text (call with add_special_tokens=False):
+    - a literal "[SEP]", "</s>" or "<pad>" in the text is text, split like any other word, never
+      the special token (which would plant a fake separator or padding inside a segment);
+    - no post-processor: it runs even with add_special_tokens=False and costs 5-10% of the
+      encoding time for nothing."""
+    bare = Tokenizer.from_str(tok.to_str())
+    bare.post_processor = None
+    bare.encode_special_tokens = True
+    return bare
+
+
 def iter_encoded(tok: Tokenizer, ds, batch_documents: int = 1000):
     """Encodings (no special tokens) of every sentence of a corpus split, batch by batch: one list
     of `tokenizers.Encoding` per `batch_documents` documents, in corpus order."""
-    # A private copy without the post-processor: it runs even with add_special_tokens=False and
-    # costs 5-10% of the encoding time for nothing here.
-    bare = Tokenizer.from_str(tok.to_str())
-    bare.post_processor = None
+    bare = text_encoder(tok)
     for batch in _sentence_batches(ds, _NoBar(), batch_documents):
         yield bare.encode_batch(batch, add_special_tokens=False)
 

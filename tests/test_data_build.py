@@ -147,3 +147,29 @@ def test_chinese_whole_words_in_built_rows(tmp_path):
             assert word in jieba_words, word
             found.add(word)
     assert {"北京", "天安门"} <= found
+
+
+@pytest.mark.parametrize("sets", [
+    ("tokenizer.kind=wordpiece",),
+    ("model.family=roberta", "tokenizer.kind=bpe", "tokenizer.lowercase=false", "data.objective=none"),
+    ("model.family=albert", "tokenizer.kind=unigram", "data.objective=sop"),
+], ids=["wordpiece", "bpe", "unigram"])
+def test_special_token_text_in_the_corpus_never_becomes_a_special_id(tmp_path, sets):
+    """A literal "[SEP]", "</s>" or "<pad>" in a sentence is text: the rows hold special ids only
+    where the builder put them ([CLS]/<s> first, separators at segment ends)."""
+    literal = "[CLS] [SEP] [MASK] [PAD] <s> </s> <pad> <mask> <unk>".split()
+    docs = make_documents(60, seed=4)
+    rng = np.random.default_rng(0)
+    docs = [[f"{s} {literal[int(rng.integers(len(literal)))]} {s}" for s in d] for d in docs]
+    r = recipe(tmp_path, write_documents(tmp_path / "corpus.txt", docs), *sets, "data.max_seq_length=64",
+               "data.masking=dynamic")
+    tok = load_tokenizer(ensure_tokenizer(r).path)
+    rows = load_data(run_build_data(r).path)["train"]["input_ids"]
+    structural = {tok.cls_id, tok.sep_id}
+    bad = {tok.pad_id, tok.mask_id} | (set(tok.special_ids) - structural - {tok.unk_id})
+    assert len(rows) > 20
+    for ids in rows:
+        assert ids[0] == tok.cls_id and ids[-1] == tok.sep_id and not bad & set(ids), ids
+        assert ids.count(tok.cls_id) == 1
+        if "data.objective=none" not in sets:      # [CLS] A [SEP] B [SEP]: exactly two separators
+            assert ids.count(tok.sep_id) == 2, ids

@@ -196,3 +196,4 @@ def test_iter_encoded_matches_encode_in_corpus_order(trained):
     encoded = [e for batch in iter_encoded(info.tokenizer, ds, batch_documents=7) for e in batch]
     assert [e.ids for e in encoded] == [info.tokenizer.encode(s, add_special_tokens=False).ids for s in sentences]
     assert info.tokenizer.encode("the model").tokens[0] == "<s>"  # the caller's tokenizer is untouched
+

@@ -28,7 +28,7 @@ from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
 from bertcli.stages import StageResult, building, is_complete, remove_stale_temporaries, stage_dir
 
-DATA_VERSION = 1
+DATA_VERSION = 2  # 2: special-token text in the corpus is encoded as text
 INFO_FILE = "build_info.json"
 SPLITS = ("train", "validation")
 

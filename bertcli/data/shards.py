@@ -67,7 +67,7 @@ def tokenize_shard(task: tuple) -> dict:
     are dropped (the store only holds documents with at least one token)."""
     split, lo, hi, prefix = task
     ctx = _CTX
-    tok = _cached("tok", lambda: _load_tokenizer(ctx.tokenizer_path))
+    tok, specials, unk = _cached("tok", lambda: _load_tokenizer(ctx.tokenizer_path))
     markers = _cached("markers", lambda: words.start_marker_table(tok, ctx.kind))
     segment = _cached("segment", lambda: words.load_segmenter(ctx.cfg.word_segmenter))
     corpus = _cached("corpus", lambda: _load_corpus(ctx.corpus_path))
@@ -83,6 +83,7 @@ def tokenize_shard(task: tuple) -> dict:
         lens = np.fromiter((len(x) for x in ids_l), dtype=np.int64, count=len(encs))
         total = int(lens.sum())
         ids = np.fromiter(itertools.chain.from_iterable(ids_l), dtype=np.int64, count=total)
+        ids[np.isin(ids, specials)] = unk     # a special piece matched in plain text (see _load_tokenizer)
         wid = np.fromiter(itertools.chain.from_iterable(e.word_ids for e in encs), dtype=np.int64, count=total)
         first = np.zeros(total, dtype=bool)
         first[(np.cumsum(lens) - lens)[lens > 0]] = True
@@ -115,9 +116,15 @@ def _apply_segmenter(starts, encs, batch, lens, markers, segment) -> None:
 
 
 def _load_tokenizer(path: str):
-    from bertcli.tokenizer import load_tokenizer
+    """(encoder for corpus text, special ids other than UNK, UNK id). The encoder keeps literal
+    "[SEP]" or "</s>" in the text as text; a Unigram model can still match a special piece such as
+    "<pad>" inside text, so the caller maps any special id left to UNK: corpus text never yields a
+    separator, padding or mask token."""
+    from bertcli.tokenizer import load_tokenizer, text_encoder
 
-    return load_tokenizer(path).tokenizer
+    info = load_tokenizer(path)
+    specials = np.array(sorted(info.special_ids - {info.unk_id}), dtype=np.int64)
+    return text_encoder(info.tokenizer), specials, info.unk_id
 
 
 def _load_corpus(path: str):
