@@ -42,7 +42,7 @@ from bertcli.sections import CorpusConfig
 from bertcli.stages import StageResult, building, is_complete, remove_stale_temporaries, stage_dir
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2  # 2: a lone document always goes to train
 INFO_FILE = "corpus_info.json"
 
 # ------------------------------------------------------------------------- sentence splitting
@@ -319,11 +319,12 @@ def _write(cfg: CorpusConfig, resolved: list[Resolved], out: Path, recipe_source
 
 
 def _rebalance(tally: _Tally, total: int, fraction: float) -> int | None:
-    """Row to move to the other split so that, with a fraction > 0 and two or more documents,
-    both splits hold at least one document (the one whose hash is nearest the threshold)."""
-    if fraction <= 0 or total < 2:
+    """Row to move to the other split (the one whose hash is nearest the threshold) so that the
+    training split is never empty, and, with a fraction > 0 and two or more documents, neither is
+    the validation split. (A text file without blank lines is a single document.)"""
+    if total < 1:
         return None
-    if tally.validation.documents == 0:
+    if tally.validation.documents == 0 and fraction > 0 and total >= 2:
         _h, row, n, chars = tally.closest_train
         src, dst = tally.train, tally.validation
     elif tally.train.documents == 0:

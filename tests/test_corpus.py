@@ -194,6 +194,16 @@ def test_split_stage_small_corpus_gets_both_splits(tmp_path):
     assert val2 == {tuple(d) for d in DOCS + [[f"Extra document {i}."] for i in range(200)] if is_validation(d, 0.1)}
 
 
+
+def test_a_single_document_always_trains(tmp_path):
+    """One document (e.g. a text file without blank lines) whose hash falls in the validation
+    fraction still lands in train: the tokenizer never trains on an empty split."""
+    doc = next(d for d in ([f"Sentence number {i}."] for i in range(100)) if is_validation(d, 0.5))
+    write_documents(tmp_path / "one.txt", [doc])
+    dd = load_corpus(recipe(tmp_path, f"corpus.sources=[{tmp_path / 'one.txt'}]", "corpus.validation_fraction=0.5"))
+    assert list(dd["train"]["sentences"]) == [doc] and len(dd["validation"]) == 0
+
+
 # -------------------------------------------------------------------------------- errors
 def test_missing_file_and_empty_glob(cli):
     assert_user_error(cli("tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[nowhere/corpus.txt]"),
