@@ -131,3 +131,19 @@ def _escape(text: str) -> str:
 
     return escape(text)
 
+
+@contextlib.contextmanager
+def quiet_datasets():
+    """datasets' own tqdm bars and info logs off while we report progress ourselves."""
+    import datasets
+
+    was_disabled = datasets.are_progress_bars_disabled()
+    level = datasets.logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(level)
+        if not was_disabled:
+            datasets.enable_progress_bars()

@@ -8,7 +8,7 @@ CONTRACT (used by the tokenizer and data stages):
         "sentences": list[str] (non-empty, stripped). Cached in stage_dir(recipe, "corpus")
         (saved with save_to_disk, plus corpus_info.json with counts); reused when complete.
 
-    corpus_fingerprint(cfg: CorpusConfig) -> list
+    corpus_fingerprint(cfg, resolved=None) -> list
         JSON-able description of the resolved inputs (absolute paths, sizes, mtimes; hub names;
         builtin + Python version) that goes into every stage hash depending on the corpus.
 
@@ -23,7 +23,6 @@ order or number of sources, and a duplicated document never lands on both sides.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
@@ -39,7 +38,7 @@ from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import CorpusConfig
-from bertcli.stages import StageResult, building, is_complete, remove_stale_temporaries, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
 CORPUS_VERSION = 2  # 2: a lone document always goes to train
@@ -112,9 +111,11 @@ def resolve_sources(cfg: CorpusConfig) -> list[Resolved]:
     return [resolve(s, i) for i, s in enumerate(cfg.sources)]
 
 
-def corpus_fingerprint(cfg: CorpusConfig) -> list:
-    """The resolved inputs (paths with size and mtime, hub names, built-in + Python version)."""
-    return [CORPUS_VERSION] + [r.fingerprint() for r in resolve_sources(cfg)]
+def corpus_fingerprint(cfg: CorpusConfig, resolved: list | None = None) -> list:
+    """The resolved inputs (paths with size and mtime, hub names, built-in + Python version);
+    `resolved` saves resolving the sources again."""
+    resolved = resolve_sources(cfg) if resolved is None else resolved
+    return [CORPUS_VERSION] + [r.fingerprint() for r in resolved]
 
 
 # ------------------------------------------------------------------------------------ split
@@ -183,8 +184,7 @@ def documents(cfg: CorpusConfig, resolved: list[Resolved], stats: ReadStats,
 
 def corpus_dir(recipe: Recipe, resolved: list | None = None) -> Path:
     """Where the recipe's corpus lives (keyed by the corpus section and the inputs' fingerprint)."""
-    resolved = resolve_sources(recipe.corpus) if resolved is None else resolved
-    return stage_dir(recipe, "corpus", [CORPUS_VERSION] + [r.fingerprint() for r in resolved])
+    return stage_dir(recipe, "corpus", corpus_fingerprint(recipe.corpus, resolved))
 
 
 def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
@@ -194,7 +194,6 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
     path = corpus_dir(recipe, resolved)
     if is_complete(path) and not force:
         return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
-    remove_stale_temporaries(path.parent)
     start = time.perf_counter()
     with building(path, recipe) as tmp:
         info = _write(cfg, resolved, tmp, recipe.source)
@@ -226,23 +225,6 @@ def summary_rows(info: dict) -> list[tuple[str, object]]:
     if bad.get("documents_cut"):
         rows.append(("documents cut", f"{bad['documents_cut']:,} longer than 8M characters (no blank lines?)"))
     return rows
-
-
-@contextlib.contextmanager
-def _quiet_datasets():
-    """datasets' own tqdm bars and info logs off while we report progress ourselves."""
-    import datasets
-
-    was_disabled = datasets.are_progress_bars_disabled()
-    level = datasets.logging.get_verbosity()
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        datasets.logging.set_verbosity(level)
-        if not was_disabled:
-            datasets.enable_progress_bars()
 
 
 def _write(cfg: CorpusConfig, resolved: list[Resolved], out: Path, recipe_source: str) -> dict:
@@ -283,7 +265,7 @@ def _write(cfg: CorpusConfig, resolved: list[Resolved], out: Path, recipe_source
     features = datasets.Features({"sentences": datasets.List(datasets.Value("string")),
                                   "validation": datasets.Value("bool")})
     cache = out / ".build-cache"
-    with _quiet_datasets():
+    with console.quiet_datasets():
         try:
             ds = datasets.Dataset.from_generator(generate, features=features, cache_dir=str(cache),
                                                  fingerprint=out.name.replace(".", "_"))

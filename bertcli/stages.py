@@ -41,9 +41,11 @@ def is_complete(path: Path) -> bool:
 @contextlib.contextmanager
 def building(final: Path, recipe: Recipe) -> Iterator[Path]:
     """Yield a temporary directory next to `final`; on success save the resolved recipe into it
-    and rename it to `final` (replacing an older copy); on failure remove it."""
+    and rename it to `final` (replacing an older copy); on failure remove it. Temporaries that
+    killed runs left next to it over a day ago are removed first."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(final.parent)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     tmp.mkdir()
     try:

@@ -55,9 +55,12 @@ SPECIAL_TOKENS = {
     "albert": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
 }
 EVAL_MAX_SENTENCES = 20000
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+# CJK ideographs: the ranges of BERT's tokenization._is_chinese_char, which the BERT normalizer
+# splits into single characters (also the data stage's test for Chinese text).
+_CJK = ("\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f"
+        "\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f")
 _WORDS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
-_CJK_CHAR = re.compile(f"[{_CJK}]")
+CJK_CHAR = re.compile(f"[{_CJK}]")
 
 
 @dataclass
@@ -171,7 +174,7 @@ def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str) -> t
     kept = min(len(chars), cfg.limit_alphabet)
     # characters that can continue a word also need their `##` form; punctuation (and CJK when
     # split) always stands alone
-    inner = sum(1 for c in chars if not _is_punctuation(c) and not (cfg.split_cjk and _CJK_CHAR.match(c)))
+    inner = sum(1 for c in chars if not _is_punctuation(c) and not (cfg.split_cjk and CJK_CHAR.match(c)))
     cont = min(kept, inner)
     return (n_special + kept + cont,
             f"{n_special} special tokens + {kept:,} characters (of {len(chars):,} distinct in the corpus, "
@@ -330,8 +333,7 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
 
 def ensure_tokenizer(recipe: Recipe) -> StageResult:
     """The cached tokenizer, built first when missing (what later stages call)."""
-    path = tokenizer_dir(recipe)
-    return _reused(path) if is_complete(path) else _build(recipe, path, False)
+    return run_tokenize(recipe)
 
 
 def _reused(path: Path) -> StageResult:

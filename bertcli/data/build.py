@@ -26,7 +26,7 @@ from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
-from bertcli.stages import StageResult, building, is_complete, remove_stale_temporaries, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir
 
 DATA_VERSION = 2  # 2: special-token text in the corpus is encoded as text
 INFO_FILE = "build_info.json"
@@ -142,7 +142,6 @@ def _build(recipe: Recipe, tok, path: Path) -> StageResult:
     num_proc = _num_proc(cfg)
     ctx = shards.Context(corpus_path=str(corpus_path), tokenizer_path=str(tok.path), kind=tok.kind, cfg=cfg,
                          seed=recipe.seed, cls_id=tok.cls_id, sep_id=tok.sep_id, spec=MaskSpec.from_config(tok, cfg))
-    remove_stale_temporaries(path.parent)
     info: dict = {"version": DATA_VERSION, "objective": cfg.objective, "masking": cfg.masking,
                   "max_seq_length": cfg.max_seq_length, "seed": recipe.seed,
                   "tokenizer": {"path": str(tok.path), "sha256": _tokenizer_sha(tok), "kind": tok.kind,
@@ -251,13 +250,8 @@ def _write_datasets(tmp: Path, files: dict[str, list[str]]) -> None:
     import datasets
 
     empty = {s: datasets.Dataset.from_file(f[0]).select([]) for s, f in files.items()}
-    bars_were_off = datasets.are_progress_bars_disabled()
-    datasets.disable_progress_bars()
-    try:
+    with console.quiet_datasets():
         datasets.DatasetDict(empty).save_to_disk(str(tmp))
-    finally:
-        if not bars_were_off:
-            datasets.enable_progress_bars()
     for split, paths in files.items():
         state_file = tmp / split / "state.json"
         state = json.loads(state_file.read_text(encoding="utf-8"))

@@ -109,7 +109,7 @@ def _apply_segmenter(starts, encs, batch, lens, markers, segment) -> None:
     """Chinese whole words: recompute the starts of sentences with CJK text with the segmenter."""
     offset = 0
     for enc, text, n in zip(encs, batch, lens.tolist()):
-        if n and any(map(words.is_cjk, text)):
+        if n and words.has_cjk(text):
             starts[offset : offset + n] = words.word_starts(
                 enc.ids, enc.word_ids, markers, text, enc.offsets, segment).astype(bool)
         offset += n

@@ -21,6 +21,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bertcli.errors import UserError
+from bertcli.tokenizer import CJK_CHAR
 
 _MARKERS = {"bpe": "Ġ", "unigram": "▁"}
 
@@ -38,13 +39,12 @@ def start_marker_table(tokenizer, kind: str) -> np.ndarray:
 
 
 def is_cjk(ch: str) -> bool:
-    """CJK ideographs (the ranges of BERT's tokenization._is_chinese_char)."""
-    cp = ord(ch)
-    return (
-        0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-        or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-        or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
-    )
+    """A CJK ideograph (the ranges of BERT's tokenization._is_chinese_char)."""
+    return CJK_CHAR.match(ch) is not None
+
+
+def has_cjk(text: str) -> bool:
+    return CJK_CHAR.search(text) is not None
 
 
 def load_segmenter(name: str) -> Optional[Callable[[str], list[str]]]:
@@ -86,7 +86,7 @@ def word_starts(
     marker = np.zeros(n, dtype=bool)
     marker[in_table] = markers[ids_a[in_table]]
     starts = new_word | marker
-    if segment is not None and text and offsets is not None and any(map(is_cjk, text)):
+    if segment is not None and text and offsets is not None and has_cjk(text):
         starts = _segment_cjk(starts, text, offsets, segment)
     starts[0] = True
     out[starts] = 1
