@@ -348,9 +348,6 @@ FAMILY_DEFAULTS = {
     "hidden_act": ("gelu", "gelu", "gelu_new"),
     "sharing": ("none", "none", "all"),
 }
-SPECIAL_TOKEN_SETS = {"bert": "bert", "roberta": "roberta", "albert": "albert"}
-
-
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's values."""
     m = r.model
@@ -364,7 +361,7 @@ def resolve(r: Recipe) -> None:
         m.classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
     t = r.tokenizer
     if t.special_tokens is None:
-        t.special_tokens = SPECIAL_TOKEN_SETS[m.family]
+        t.special_tokens = m.family          # each family's own set (tokenizer.SPECIAL_TOKENS)
     if t.strip_accents is None:
         t.strip_accents = t.lowercase
 

@@ -13,7 +13,8 @@ from typing import Literal, Optional
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True):
-    """A field with numeric bounds checked at load time."""
+    """A field with numeric bounds checked at load time; hash=False keeps it out of the stage
+    cache keys (settings that do not change what a stage writes)."""
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
 
 
@@ -136,9 +137,9 @@ class DataConfig:
     word_segmenter: Literal["none", "jieba"] = "none"
     """Chinese whole-word masking: group CJK characters into words with jieba (`pip install
     bertcli[chinese]`). Without it every CJK character is its own word."""
-    num_proc: Optional[int] = field(default=None, metadata={"ge": 1, "hash": False})
+    num_proc: Optional[int] = num(None, ge=1, hash=False)
     """Worker processes for building (default: all cores). The result does not depend on it."""
-    documents_per_shard: int = field(default=1000, metadata={"ge": 1, "hash": False})
+    documents_per_shard: int = num(1000, ge=1, hash=False)
     """Documents handed to a worker at a time; bounds memory, does not change the result."""
 
 
@@ -218,7 +219,7 @@ class TrainConfig:
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: Optional[int] = field(default=None, metadata={"ge": 1, "hash": False})
+    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
     """Sequences per forward/backward on one process; the rest is gradient accumulation.
     Default: batch_size / number of processes. Does not change the result (up to rounding)."""
     grad_clip: Optional[float] = num(1.0, gt=0.0)
@@ -229,7 +230,7 @@ class TrainConfig:
     """`auto` (cuda when available, else cpu), `cpu`, `cuda`, `cuda:1`, ..."""
     compile: bool = nohash(False)
     """Wrap the model in torch.compile."""
-    num_workers: int = field(default=1, metadata={"ge": 0, "hash": False})
+    num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
     log_every: int = nohash(10)
     """Log metrics every N steps."""
@@ -240,7 +241,7 @@ class TrainConfig:
     the held-out split (null: the whole validation split)."""
     save_every: int = nohash(1000)
     """Write a checkpoint every N steps (and at the end)."""
-    keep_last: int = field(default=3, metadata={"ge": 1, "hash": False})
+    keep_last: int = num(3, ge=1, hash=False)
     """Keep the newest N step checkpoints (final/ is always kept)."""
     max_bad_steps: int = num(20, ge=0)
     """Skip a step whose loss or gradients are not finite; stop after this many."""
@@ -291,7 +292,7 @@ class FinetuneConfig:
     """As train.precision."""
     device: str = nohash("auto")
     """As train.device."""
-    eval_batch_size: int = field(default=128, metadata={"ge": 1, "hash": False})
+    eval_batch_size: int = num(128, ge=1, hash=False)
     """Sequences per evaluation batch."""
     max_train_examples: Optional[int] = num(None, ge=1)
     """Use only the first N training examples (quick experiments)."""

@@ -285,10 +285,8 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
         (out / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
     t = SPECIAL_TOKENS[cfg.special_tokens]
     roles = {f"{r}_token": t[r] for r in ROLES}
-    if cfg.special_tokens == "roberta":
+    if cfg.special_tokens == "roberta" or cfg.kind == "unigram":  # unigram: what AlbertTokenizer expects
         roles.update(bos_token=t["cls"], eos_token=t["sep"])
-    elif cfg.kind == "unigram":
-        roles.update(bos_token=t["cls"], eos_token=t["sep"])  # what AlbertTokenizer expects
     cls_name = hf_class(cfg)
     config = {"tokenizer_class": cls_name, **roles, "model_max_length": cfg.model_max_length,
               "do_lower_case": cfg.lowercase, "clean_up_tokenization_spaces": False}
