@@ -88,6 +88,22 @@ def test_resume_from_a_checkpoint_continues_bitwise(tmp_path):
     assert [r["step"] for r in resumed] == list(range(1, 9))
 
 
+def test_resume_with_more_steps_follows_the_new_schedule(tmp_path):
+    """max_steps may grow on resume: from the first update after the checkpoint, the learning
+    rate is the new schedule's (linear decay to 0 at step 12, not 8)."""
+    from bertcli.train.schedule import lr_multiplier
+
+    run(tmp_path, name="short")
+    longer = tmp_path / "longer" / "checkpoints"
+    longer.mkdir(parents=True)
+    shutil.copytree(tmp_path / "short" / "checkpoints" / "step-0000004", longer / "step-0000004")
+    resume = ck.read(longer / "step-0000004")
+    _, result, m = run(tmp_path, "train.max_steps=12", name="longer", resume=resume)
+    assert result.step == 12
+    lrs = {r["step"]: r["lr"] for r in m if r["step"] > 4}
+    assert lrs == pytest.approx({s: 0.01 * lr_multiplier(s, 2, 12) for s in range(5, 13)}, rel=1e-6)
+
+
 def test_non_finite_steps_are_skipped_counted_and_stop_the_run(tmp_path):
     with pytest.raises(UserError, match="diverged"):
         run(tmp_path, "train.learning_rate=1e30", "train.grad_clip=null", "train.max_bad_steps=1", "train.max_steps=20")

@@ -16,7 +16,8 @@ from bertcli.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.metrics import MetricsLog, read_metrics
 from bertcli.train.optim import Lamb, build_optimizer, param_groups
-from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, resolve_device
+from bertcli.train.precision import (StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step,
+                                    resolve_device)
 from bertcli.train.sampler import EpochOrder, EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler, lr_multiplier
 
@@ -163,6 +164,26 @@ def test_step_guard_counts_and_stops_after_max_bad_steps():
     assert g.bad_steps == 2
     with pytest.raises(UserError, match="diverged: 3 steps"):
         g.ok(float("nan"), step=7)
+
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_optimizer_step_skips_non_finite_steps_and_keeps_going(scaled):
+    """Without a scaler the guard skips and counts a non-finite step; with one (fp16) the scaler
+    itself skips it, and the next step unscales and applies normally (no "unscale_() has already
+    been called" after a skipped step)."""
+    p = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([p], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", enabled=scaled)
+    guard = StepGuard(max_bad_steps=5)
+    for factor, applied in ((float("nan"), False), (2.0, True)):
+        before = p.detach().clone()
+        scaler.scale((p * factor).sum()).backward()
+        norm = clip_and_check([p], 1.0, scaler, opt)
+        assert optimizer_step(opt, scaler, guard, norm, step=1) is applied
+        assert torch.equal(p.detach(), before) is not applied
+        opt.zero_grad(set_to_none=True)
+    assert guard.bad_steps == (0 if scaled else 1)
 
 
 # -------------------------------------------------------------------------------- sampler

@@ -20,7 +20,7 @@ from bertcli.finetune import metrics
 from bertcli.finetune.encode import Encoded, collate, eval_batches
 from bertcli.finetune.tasks import Hyper, TaskSpec
 from bertcli.train.optim import build_optimizer
-from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler
+from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.schedule import build_scheduler
 
 
@@ -113,11 +113,7 @@ def fit(model: nn.Module, train: Encoded, devs: dict[str, Encoded], task: TaskSp
                 scaler.scale(loss).backward()
                 norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
                 value = float(loss.detach())
-                # fp16: the scaler itself skips steps with overflowing gradients and lowers its scale.
-                scaled = scaler.is_enabled() and math.isfinite(value)
-                if scaled or guard.ok(value, norm, step=step + 1):
-                    scaler.step(opt)
-                    scaler.update()
+                if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
                     losses.append(value)
                 sched.step()
                 step += 1

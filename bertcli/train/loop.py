@@ -12,7 +12,6 @@ number of processes because DDP averages gradients.
 from __future__ import annotations
 
 import contextlib
-import math
 import signal
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
-from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler
+from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
 
@@ -145,6 +144,10 @@ class Trainer:
         sd = self.scheduler.state_dict()
         sd.update(s["scheduler"])
         self.scheduler.load_state_dict(sd)
+        # The next update's learning rate follows this run's schedule, not the one saved in the
+        # optimizer state: max_steps may change on resume (the same value when it did not).
+        for group, base, fn in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.scheduler.lr_lambdas):
+            group["lr"] = base * fn(self.scheduler.last_epoch)
         if s.get("scaler"):
             self.scaler.load_state_dict(s["scaler"])
         self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
@@ -222,16 +225,9 @@ class Trainer:
                                       mlm_sum.new_tensor(b["input_ids"].shape[0], dtype=torch.float64),
                                       b["attention_mask"].sum().double()])
         norm = clip_and_check(self.model.parameters(), self.cfg.grad_clip, self.scaler, self.optimizer)
-        applied = True
-        if self.scaler.is_enabled():
-            self.scaler.step(self.optimizer)      # skips the update itself on inf/nan gradients
-            self.scaler.update()
-            if not math.isfinite(norm):
-                applied, self.overflows = False, self.overflows + 1
-        elif self.guard.ok(norm, step=self.step + 1):
-            self.optimizer.step()
-        else:
-            applied = False
+        applied = optimizer_step(self.optimizer, self.scaler, self.guard, norm, step=self.step + 1)
+        if not applied and self.scaler.is_enabled():
+            self.overflows += 1
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if applied:

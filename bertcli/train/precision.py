@@ -93,6 +93,22 @@ def clip_and_check(params: Iterable[torch.Tensor], max_norm: float | None,
     return value
 
 
+def optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, guard: "StepGuard",
+                   norm: float, *values: float, step: int | None = None) -> bool:
+    """Apply one update after clip_and_check; True when it was applied. fp16: the scaler always
+    steps and updates (it skips a step with overflowing gradients itself and lowers its scale, so
+    overflows are not counted as bad steps); otherwise `guard` skips and counts steps whose
+    gradient norm or `values` (e.g. the loss) are not finite."""
+    if scaler.is_enabled():
+        scaler.step(optimizer)
+        scaler.update()
+        return math.isfinite(norm) and all(math.isfinite(v) for v in values)
+    if guard.ok(norm, *values, step=step):
+        optimizer.step()
+        return True
+    return False
+
+
 class StepGuard:
     """Skips optimizer steps whose loss or gradient norm is not finite and stops the run after
     more than `max_bad_steps` of them (0: the first one stops it)."""
