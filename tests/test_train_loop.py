@@ -104,6 +104,19 @@ def test_resume_with_more_steps_follows_the_new_schedule(tmp_path):
     assert lrs == pytest.approx({s: 0.01 * lr_multiplier(s, 2, 12) for s in range(5, 13)}, rel=1e-6)
 
 
+def test_a_state_json_without_the_resume_keys_is_damaged(tmp_path):
+    import json
+
+    run(tmp_path, name="r")
+    path = tmp_path / "r" / "checkpoints" / "step-0000004"
+    f = path / "trainer_state" / "state.json"
+    state = json.loads(f.read_text())
+    del state["consumed_samples"], state["scheduler"]
+    f.write_text(json.dumps(state))
+    with pytest.raises(UserError, match="damaged.*lacks consumed_samples, scheduler"):
+        ck.read(path)
+
+
 def test_non_finite_steps_are_skipped_counted_and_stop_the_run(tmp_path):
     with pytest.raises(UserError, match="diverged"):
         run(tmp_path, "train.learning_rate=1e30", "train.grad_clip=null", "train.max_bad_steps=1", "train.max_steps=20")

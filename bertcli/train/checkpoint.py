@@ -162,6 +162,10 @@ class Checkpoint:
         return int(self.state["step"])
 
 
+# What resuming reads from state.json (the trainer's _state writes them all).
+REQUIRED_STATE = ("step", "consumed_samples", "tokens", "scheduler", "interval_sums")
+
+
 def _damaged(path: Path, what: str) -> UserError:
     return UserError(f"checkpoint is damaged or not a bertcli training checkpoint: {what}", where=str(path),
                      fix="resume from another checkpoint (--resume checkpoints/step-N) or start over with --force")
@@ -186,6 +190,9 @@ def read(path: Path) -> Checkpoint:
     if state.get("version", 0) > VERSION:
         raise UserError(f"checkpoint written by a newer bertcli (trainer state v{state['version']})", where=str(path),
                         fix="upgrade bertcli")
+    missing = [k for k in REQUIRED_STATE if k not in state]
+    if missing:
+        raise _damaged(path, f"trainer_state/state.json lacks {', '.join(missing)}")
     for name, size in state.get("files", {}).items():
         f = ts / name
         if not f.is_file() or f.stat().st_size != size:
