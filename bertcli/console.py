@@ -58,9 +58,6 @@ class _PlainTask:
             self.last = now
             self._print()
 
-    def update(self, completed: float) -> None:
-        self.advance(completed - self.done)
-
     def _print(self, final: bool = False) -> None:
         if quiet():
             return
@@ -76,9 +73,6 @@ class _RichTask:
 
     def advance(self, n: float = 1) -> None:
         self.progress.advance(self.task_id, n)
-
-    def update(self, completed: float) -> None:
-        self.progress.update(self.task_id, completed=completed)
 
 
 @contextlib.contextmanager

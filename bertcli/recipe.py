@@ -348,9 +348,10 @@ FAMILY_DEFAULTS = {
     "hidden_act": ("gelu", "gelu", "gelu_new"),
     "sharing": ("none", "none", "all"),
 }
-def resolve(r: Recipe) -> None:
-    """Fill the fields left at None with the model family's values."""
-    m = r.model
+
+
+def resolve_model(m: ModelConfig) -> ModelConfig:
+    """Fill the `model` fields left at None with the family's values (in place; returns `m`)."""
     idx = ("bert", "roberta", "albert").index(m.family)
     for name, values in FAMILY_DEFAULTS.items():
         if getattr(m, name) is None:
@@ -359,6 +360,12 @@ def resolve(r: Recipe) -> None:
         m.embedding_size = 128 if m.family == "albert" else m.hidden_size
     if m.classifier_dropout is None:
         m.classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
+    return m
+
+
+def resolve(r: Recipe) -> None:
+    """Fill the fields left at None with the model family's (and tokenizer's) values."""
+    m = resolve_model(r.model)
     t = r.tokenizer
     if t.special_tokens is None:
         t.special_tokens = m.family          # each family's own set (tokenizer.SPECIAL_TOKENS)

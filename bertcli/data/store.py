@@ -128,6 +128,3 @@ class DocStore:
                 yield np.diff(ends, prepend=prev_t)
                 prev_s, prev_t = s1, int(ends[-1])
 
-    def sentence_counts(self) -> np.ndarray:
-        """int64 [documents]: sentences per document."""
-        return np.concatenate([np.diff(np.asarray(s["docs"]), prepend=0) for s in self._shards] or [np.zeros(0, np.int64)])

@@ -23,7 +23,6 @@ import numpy as np
 from bertcli.errors import UserError
 from bertcli.finetune.tasks import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 
-LAYOUT_FILES = {"tsv": "train.tsv", "save_to_disk": "dataset_dict.json"}
 
 
 @dataclass

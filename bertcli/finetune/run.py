@@ -110,11 +110,12 @@ def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "p
     from bertcli.model import load_checkpoint, save_checkpoint
     from bertcli.stages import building
     from bertcli.tokenizer import load_tokenizer
-    from bertcli.train.precision import resolve_device
+    from bertcli.train.precision import check_precision, resolve_device
 
     cfg, task = recipe.finetune, data.task
     hyper = resolve_hyper(cfg, task)
     device = resolve_device(cfg.device, where="finetune.device")
+    check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
     tok = load_tokenizer(checkpoint)
     torch.manual_seed(recipe.seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head="classification", num_labels=task.num_labels,
@@ -182,7 +183,7 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
         raise UserError(f"the tokenizer of {checkpoint} has {tok.vocab_size:,} tokens but the model only "
                         f"{c.vocab_size:,} embeddings", where=str(checkpoint),
                         fix="the tokenizer files do not belong to these weights")
-    usable = c.max_position_embeddings - (2 if c.family == "roberta" else 0)
+    usable = c.max_position_embeddings - c.position_offset
     if max_seq_length > usable:
         raise UserError(f"finetune.max_seq_length {max_seq_length} exceeds the {usable} positions of {checkpoint}",
                         fix=f"--set finetune.max_seq_length={usable} (or lower)")

@@ -38,8 +38,6 @@ class LoadReport:
     """What load_checkpoint did beyond copying tensors."""
 
     directory: Path
-    family: str
-    architectures: list[str]
     fresh: list[str] = field(default_factory=list)   # transformers names initialized fresh
     unused: list[str] = field(default_factory=list)  # tensors of the checkpoint this model has no use for
     notes: list[str] = field(default_factory=list)   # anything else the user should know
@@ -185,8 +183,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     c = read_config(directory, head)
     if dropout is not None:
         c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
-    data = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    report = LoadReport(directory, c.family, list(data.get("architectures") or []))
+    report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
     where = str(directory / "model.safetensors")
     base = _base_prefix(state, c.family, where)

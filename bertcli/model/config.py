@@ -44,10 +44,6 @@ class EncoderConfig:
 
     # ---------------------------------------------------------------- derived shapes
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
     def has_projection(self) -> bool:
         """ALBERT always maps E -> H (transformers' AlbertTransformer has the layer even when
         E == H); the other families only when E != H."""
@@ -74,6 +70,11 @@ class EncoderConfig:
     def ffn_index(self, layer: int) -> int:
         """Which stored feed-forward sublayer layer `layer` uses."""
         return layer // self.group_size if self.sharing in ("all", "ffn") else layer
+
+    @property
+    def layer_plan(self) -> list[tuple[int, int]]:
+        """(attention, feed-forward) sublayer indices of each layer, in order."""
+        return [(self.attention_index(i), self.ffn_index(i)) for i in range(self.num_hidden_layers)]
 
     @property
     def num_attention_blocks(self) -> int:
@@ -118,29 +119,16 @@ class EncoderConfig:
         return self
 
 
-def _family_default(m: ModelConfig, name: str):
-    from bertcli.recipe import FAMILY_DEFAULTS
-
-    value = getattr(m, name)
-    if value is not None:
-        return value
-    return FAMILY_DEFAULTS[name][FAMILIES.index(m.family)]
-
-
 def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
                    labels: Optional[tuple[str, ...]] = None) -> EncoderConfig:
-    """Resolve a recipe `model` section (None fields take the family's defaults, as
-    `recipe.resolve` does) into an EncoderConfig."""
-    m = model_cfg
+    """Resolve a recipe `model` section (None fields take the family's defaults, by
+    `recipe.resolve_model`, on a copy) into an EncoderConfig."""
+    from bertcli.recipe import resolve_model
+
+    m = resolve_model(dataclasses.replace(model_cfg))
     if m.vocab_size is not None and m.vocab_size != vocab_size:
         raise UserError(f"model.vocab_size {m.vocab_size} differs from the tokenizer's {vocab_size}",
                         fix="leave model.vocab_size unset: it follows the tokenizer")
-    embedding_size = m.embedding_size
-    if embedding_size is None:
-        embedding_size = 128 if m.family == "albert" else m.hidden_size
-    classifier_dropout = m.classifier_dropout
-    if classifier_dropout is None:
-        classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
     cfg = EncoderConfig(
         family=m.family,
         vocab_size=int(vocab_size),
@@ -148,26 +136,19 @@ def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
         num_hidden_layers=m.num_hidden_layers,
         num_attention_heads=m.num_attention_heads,
         intermediate_size=m.intermediate_size,
-        embedding_size=embedding_size,
-        hidden_act=_family_default(m, "hidden_act"),
+        embedding_size=m.embedding_size,
+        hidden_act=m.hidden_act,
         hidden_dropout_prob=m.hidden_dropout_prob,
         attention_probs_dropout_prob=m.attention_probs_dropout_prob,
-        max_position_embeddings=_family_default(m, "max_position_embeddings"),
-        type_vocab_size=_family_default(m, "type_vocab_size"),
-        layer_norm_eps=_family_default(m, "layer_norm_eps"),
+        max_position_embeddings=m.max_position_embeddings,
+        type_vocab_size=m.type_vocab_size,
+        layer_norm_eps=m.layer_norm_eps,
         initializer_range=m.initializer_range,
-        sharing=_family_default(m, "sharing"),
+        sharing=m.sharing,
         num_hidden_groups=m.num_hidden_groups,
         norm=m.norm,
-        classifier_dropout=classifier_dropout,
+        classifier_dropout=m.classifier_dropout,
         pad_token_id=int(pad_token_id),
         labels=tuple(labels) if labels is not None else None,
     )
     return cfg.validate()
-
-
-def model_section(cfg: EncoderConfig) -> ModelConfig:
-    """The recipe `model` section that builds `cfg` (e.g. to show a loaded checkpoint's settings)."""
-    names = {f.name for f in dataclasses.fields(ModelConfig)}
-    values = {k: v for k, v in dataclasses.asdict(cfg).items() if k in names}
-    return ModelConfig(**values)

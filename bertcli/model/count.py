@@ -10,9 +10,11 @@ import torch
 
 from bertcli.model.config import encoder_config
 from bertcli.model.heads import PreTrainingModel
+from bertcli.model.hf import HF_DEFAULTS
 from bertcli.sections import ModelConfig
 
-DEFAULT_PAD = {"bert": 0, "roberta": 1, "albert": 0}
+# The padding id each family's tokenizer uses (it only decides RoBERTa's position offset here).
+DEFAULT_PAD = {family: d["pad_token_id"] for family, d in HF_DEFAULTS.items()}
 
 
 def _numel(module: torch.nn.Module | None) -> int:

@@ -75,12 +75,13 @@ def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad
     mask = keep[:, None, None, :]                      # [B, 1, 1, T], broadcast over heads, queries
     if torch.compiler.is_compiling():
         return Layout(batch, length, mask)             # static shapes: no data-dependent unpadding
-    if bool(keep.all()):
-        return Layout(batch, length)                   # SDPA may pick its fastest (mask-free) kernel
     if not unpad:
-        return Layout(batch, length, mask)
+        # no padding at all: SDPA may pick its fastest (mask-free) kernel
+        return Layout(batch, length) if bool(keep.all()) else Layout(batch, length, mask)
     flat = keep.reshape(-1)
-    index = flat.nonzero().squeeze(1)                  # [N]
+    index = flat.nonzero().squeeze(1)                  # [N]; one host sync, also answering "any padding?"
+    if index.numel() == batch * length:
+        return Layout(batch, length)
     rows = (flat.long().cumsum(0) - 1).clamp_(min=0)   # [B*T]
     return Layout(batch, length, mask, index, rows)
 
@@ -165,8 +166,9 @@ class Attention(nn.Module):
             w, b = self.qkv.weight, self.qkv.bias
             kv = layout.padded(F.linear(h, w[H:], b[H:]))            # [B, T, 2H]
             k, v = kv.view(B, T, 2, A, -1).permute(2, 0, 3, 1, 4)     # 2 x [B, A, T, D]
-            x = layout.select(x, queries.positions)                   # [n, H]
-            q = F.linear(layout.select(h, queries.positions), w[:H], b[:H])
+            hq = layout.select(h, queries.positions)                  # [n, H]
+            x = hq if h is x else layout.select(x, queries.positions)  # post-LN: the same rows
+            q = F.linear(hq, w[:H], b[:H])
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
         a = F.scaled_dot_product_attention(
             q, k, v, attn_mask=layout.mask, dropout_p=self.attn_dropout if self.training else 0.0)
@@ -220,7 +222,7 @@ class Encoder(nn.Module):
         self.ffn = nn.ModuleList(FeedForward(c) for _ in range(c.num_ffn_blocks))
         self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm == "pre" else None
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
-        self.layer_plan = [(c.attention_index(i), c.ffn_index(i)) for i in range(c.num_hidden_layers)]
+        self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
 
     def positions(self, input_ids: Tensor) -> Tensor:

@@ -98,10 +98,6 @@ class SequenceClassifier(nn.Module):
     def num_labels(self) -> int:
         return len(self.config.labels)
 
-    @property
-    def is_regression(self) -> bool:
-        return self.num_labels == 1
-
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None) -> Tensor:
         keep = first_positions(*input_ids.shape, input_ids.device) if self.sparse_last_layer else None

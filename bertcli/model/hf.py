@@ -255,16 +255,14 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> dict[
     if c.family == "albert":
         names = dict(q="attention.query", k="attention.key", v="attention.value", out="attention.dense",
                      norm1="attention.LayerNorm", inp="ffn", out2="ffn_output", norm2="full_layer_layer_norm")
-        if c.sharing == "all":
-            slots = [(g, g) for g in range(c.num_hidden_groups)]
-        else:
-            slots = [(c.attention_index(i), c.ffn_index(i)) for i in range(c.num_hidden_layers)]
+        # "all": one stored layer per group (transformers' layout); otherwise one per layer, unrolled
+        slots = [(g, g) for g in range(c.num_hidden_groups)] if c.sharing == "all" else c.layer_plan
         prefixes = [f"{b}encoder.albert_layer_groups.{s}.albert_layers.0." for s in range(len(slots))]
     else:
         names = dict(q="attention.self.query", k="attention.self.key", v="attention.self.value",
                      out="attention.output.dense", norm1="attention.output.LayerNorm",
                      inp="intermediate.dense", out2="output.dense", norm2="output.LayerNorm")
-        slots = [(c.attention_index(i), c.ffn_index(i)) for i in range(c.num_hidden_layers)]
+        slots = c.layer_plan
         prefixes = [f"{b}encoder.layer.{i}." for i in range(len(slots))]
     for (a, f), p in zip(slots, prefixes):
         for kind in ("weight", "bias"):

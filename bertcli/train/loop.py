@@ -60,7 +60,6 @@ class TrainResult:
     last_val: dict = field(default_factory=dict)    # last validation metrics
     checkpoint: Path | None = None
     interrupted: int | None = None                  # signal number when stopped by a signal
-    bad_steps: int = 0
 
 
 class StopFlag:
@@ -100,7 +99,7 @@ class Trainer:
         self.inp, self.r, self.cfg, self.d = inp, inp.recipe, inp.recipe.train, inp.dist
         cfg, d = self.cfg, self.d
         self.device = d.device
-        self.local_batch, self.micro, self.accum = split_batch(cfg.batch_size, d.world_size, cfg.micro_batch_size)
+        _, self.micro, self.accum = split_batch(cfg.batch_size, d.world_size, cfg.micro_batch_size)
         self.pair = inp.recipe.data.objective != "none"
         self.model = inp.model.to(self.device)
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
@@ -318,7 +317,6 @@ class Trainer:
                 tb.close()
                 del it
         result.step, result.tokens, result.seconds = self.step, self.tokens, time.monotonic() - start
-        result.bad_steps = self.guard.bad_steps
         return result
 
     def _log_record(self, lr: float, tokens_per_s: float) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 from bertcli import console
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
-TIMING_KEYS = ("tokens_per_s", "elapsed_s")
+TIMING_KEYS = ("tokens_per_s",)
 
 
 class MetricsLog:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Iterable
 
@@ -57,8 +58,14 @@ def check_precision(precision: str, device: torch.device) -> None:
     if precision == "fp16" and device.type != "cuda":
         raise UserError(f"precision fp16 needs CUDA (loss scaling); this run is on {device.type}",
                         fix="use precision: bf16 or fp32 on CPU")
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+    if precision == "bf16" and device.type == "cuda" and not _cuda_bf16():
         raise UserError("precision bf16: this GPU does not support bfloat16", fix="use fp16 or fp32")
+
+
+@functools.cache
+def _cuda_bf16() -> bool:
+    """Asked once: autocast checks the precision on every micro-batch."""
+    return torch.cuda.is_bf16_supported()
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
