@@ -118,6 +118,16 @@ def test_ngram_length_distribution():
         assert abs(spans[n] / total - p) < 0.015, (n, spans)
 
 
+def test_ngram_masking_fills_rows_of_segments_shorter_than_the_drawn_span():
+    """[CLS] w w [SEP] w [SEP]: no run holds 3 words, yet every row gets its one prediction
+    (a drawn 3-gram is cut to the room instead of leaving the budget unused)."""
+    s, kr = spec(whole_word=True, ngram=3, max_predictions=None), KeyedRng()
+    ids = np.array([2, SPECIAL + 1, SPECIAL + 2, 3, SPECIAL + 3, 3])
+    starts = np.ones(len(ids), dtype=np.int8)
+    counts = Counter(len(mask_row(ids, kr.seed(5, i), s, starts).positions) for i in range(2000))
+    assert counts == {1: 2000}, counts
+
+
 def _word_ids(ids, starts):
     """Word number of every token; special tokens are words of their own."""
     return np.cumsum(np.asarray(starts, bool) | (ids < SPECIAL) | np.roll(ids < SPECIAL, 1))

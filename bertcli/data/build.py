@@ -28,7 +28,7 @@ from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
 from bertcli.stages import StageResult, building, is_complete, stage_dir
 
-DATA_VERSION = 2  # 2: special-token text in the corpus is encoded as text
+DATA_VERSION = 3  # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
 INFO_FILE = "build_info.json"
 SPLITS = ("train", "validation")
 
