@@ -318,10 +318,16 @@ def _read_json(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Ite
     with open_binary(p) as f:
         data = f.read()
     try:
-        obj = json.loads(data.decode("utf-8", errors="strict" if cfg.encoding_errors == "error" else "replace"))
-    except UnicodeDecodeError as e:
-        raise UserError(f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})", where=str(p),
-                        fix="convert the file to UTF-8 (iconv), or set corpus.encoding_errors: replace")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if cfg.encoding_errors == "error":
+                raise UserError(f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})", where=str(p),
+                                fix="convert the file to UTF-8 (iconv), or set corpus.encoding_errors: replace")
+            # one JSON document cannot lose a line: `skip` replaces too, and the summary says so
+            stats.bad(f"{p}: byte offset {e.start}", skipped=False)
+            text = data.decode("utf-8", errors="replace")
+        obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"not valid JSON ({e.msg})", where=f"{p}:{e.lineno}")
     if isinstance(obj, dict):

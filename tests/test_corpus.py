@@ -238,6 +238,14 @@ def test_non_utf8_error_and_replace_skip(cli, tmp_path):
     stats = ReadStats()
     assert list(documents(cfg, resolve_sources(cfg), stats)) == [["Good line one."], ["Good again."]]
     assert stats.skipped_lines == 2
+    # one JSON document cannot drop a line: with replace or skip its bad bytes are replaced, counted
+    (tmp_path / "bad.json").write_bytes(b'[{"text": "Fine one. Caf\xe9 here."}, {"text": "Two."}]')
+    for mode in ("replace", "skip"):
+        cfg = CorpusConfig(sources=[SourceConfig(str(tmp_path / "bad.json"))], encoding_errors=mode)
+        stats = ReadStats()
+        docs = list(documents(cfg, resolve_sources(cfg), stats))
+        assert docs[0] == ["Fine one.", "Caf\ufffd here."] and stats.replaced_lines == 1, (mode, docs)
+        assert stats.first_bad[0].endswith("bad.json: byte offset 24")
 
 
 def test_giant_line_is_refused_quickly_and_in_bounded_memory(cli, tmp_path):
