@@ -5,7 +5,7 @@
             process: seconds, tokens/s (rows written and corpus tokens), and the peak memory of
             the whole process tree sampled from /proc: sum of RSS (counts pages shared between
             processes once per process), sum of PSS (shares them out), and the largest single
-            process (ru_maxrss of the children).
+            process of the build (sampled like the others).
   collator  dynamic-masking collation of the same batches by bertcli's PretrainCollator and by
             transformers' DataCollatorForLanguageModeling (per-token 15%, 80/10/10, padding to
             a multiple of 8), timed alternately in this process: rows/s each and the ratio.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -77,32 +76,34 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def _memory(pids: list[int]) -> tuple[int, int, int]:
-    rss = pss = anon = 0
+def _memory(pids: list[int]) -> tuple[int, int, int, int]:
+    """Sums of RSS, PSS and anonymous memory over `pids`, and the largest single RSS (bytes)."""
+    rss = pss = anon = largest = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Rss:"):
                         rss += int(line.split()[1]) * 1024
+                        largest = max(largest, int(line.split()[1]) * 1024)
                     elif line.startswith("Pss:"):
                         pss += int(line.split()[1]) * 1024
                     elif line.startswith("Anonymous:"):
                         anon += int(line.split()[1]) * 1024
         except OSError:
             pass
-    return rss, pss, anon
+    return rss, pss, anon, largest
 
 
 def run_measured(cmd: list[str], cwd: Path) -> dict:
     """Run `cmd`; sample the memory of its process tree every 0.2 s."""
-    peak = {"rss": 0, "pss": 0, "anon": 0}
+    peak = {"rss": 0, "pss": 0, "anon": 0, "largest": 0}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            for key, value in zip(("rss", "pss", "anon"), _memory(_tree(proc.pid))):
+            for key, value in zip(("rss", "pss", "anon", "largest"), _memory(_tree(proc.pid))):
                 peak[key] = max(peak[key], value)
             time.sleep(0.2)
 
@@ -115,7 +116,8 @@ def run_measured(cmd: list[str], cwd: Path) -> dict:
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     return {"seconds": time.perf_counter() - start, "peak_rss_tree_mb": peak["rss"] / 2**20,
-            "peak_pss_tree_mb": peak["pss"] / 2**20, "peak_anon_tree_mb": peak["anon"] / 2**20, "stdout": out}
+            "peak_pss_tree_mb": peak["pss"] / 2**20, "peak_anon_tree_mb": peak["anon"] / 2**20,
+            "peak_rss_largest_process_mb": peak["largest"] / 2**20, "stdout": out}
 
 
 def bench_build(work: Path, mb: float, dupe: int) -> tuple[dict, list[str]]:
@@ -129,7 +131,6 @@ def bench_build(work: Path, mb: float, dupe: int) -> tuple[dict, list[str]]:
     base = [sys.executable, "-m", "bertcli"]
     prep = run_measured(base + ["tokenize", "--recipe", "bert-base"] + sets, work)  # corpus + tokenizer
     build = run_measured(base + ["build-data", "--recipe", "bert-base"] + sets, work)
-    maxrss_children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     data = next((work / "run").glob("data-*"))
     info = json.loads((data / "build_info.json").read_text())
     t_, v = info["train"], info["validation"]
@@ -144,7 +145,7 @@ def bench_build(work: Path, mb: float, dupe: int) -> tuple[dict, list[str]]:
         "corpus_tokens_per_s": round(corpus_tokens / build["seconds"]),
         "peak_rss_tree_mb": round(build["peak_rss_tree_mb"]), "peak_pss_tree_mb": round(build["peak_pss_tree_mb"]),
         "peak_anonymous_tree_mb": round(build["peak_anon_tree_mb"]), "phase_seconds": info["phase_seconds"],
-        "peak_rss_largest_process_mb": round(maxrss_children_mb),
+        "peak_rss_largest_process_mb": round(build["peak_rss_largest_process_mb"]),
         "fill_ratio": t_["fill_ratio"], "masked_fraction": t_["masked_fraction"],
         "generate_seconds": round(gen_s, 1),
     }, [str(data), str(next((work / "run").glob("tokenizer-*")))]
