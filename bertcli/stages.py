@@ -63,6 +63,24 @@ def building(final: Path, recipe: Recipe) -> Iterator[Path]:
         raise
 
 
+def write_atomic(path: Path, write) -> Path:
+    """`write(tmp)` to a temporary name next to `path`, then rename it to `path`: a half-written
+    file never exists under the real name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
 def remove_stale_temporaries(parent: Path, max_age_s: float = 24 * 3600) -> None:
     """Remove temporary stage directories left by killed runs (older than `max_age_s`)."""
     if not parent.is_dir():

@@ -113,8 +113,10 @@ def test_a_state_json_without_the_resume_keys_is_damaged(tmp_path):
     state = json.loads(f.read_text())
     del state["consumed_samples"], state["scheduler"]
     f.write_text(json.dumps(state))
+    from bertcli.train.loop import STATE_KEYS
+
     with pytest.raises(UserError, match="damaged.*lacks consumed_samples, scheduler"):
-        ck.read(path)
+        ck.read(path, require=STATE_KEYS)
 
 
 def test_non_finite_steps_are_skipped_counted_and_stop_the_run(tmp_path):

@@ -9,13 +9,13 @@ not_entailment; the binary tasks and WNLI: 0/1), STS-B scores clipped to [0, 5].
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from bertcli.finetune.tasks import TaskSpec
+from bertcli.stages import write_text_atomic as write_text
 
 
 def prediction_strings(task: TaskSpec, predictions: np.ndarray) -> list[str]:
@@ -31,16 +31,6 @@ def write_predictions(path: Path, ids: Sequence[str], values: Sequence[str]) -> 
         raise ValueError(f"{len(ids)} ids but {len(values)} predictions")  # a bug, not user input
     lines = ["index\tprediction"] + [f"{i}\t{v}" for i, v in zip(ids, values)]
     return write_text(path, "\n".join(lines) + "\n")
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Write a file under a temporary name and rename it, so a half-written file never exists."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
 
 
 def write_json(path: Path, obj: object) -> Path:

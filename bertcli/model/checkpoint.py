@@ -11,7 +11,6 @@ does not describe is a UserError. Weights are read with safetensors only, never 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from bertcli.model.config import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
 from bertcli.model.hf import (BASE, decoder_keys, is_encoder_param, read_config, to_hf_config,
                               transformers_caveats, weight_files, weight_map)
+from bertcli.stages import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
@@ -93,26 +93,17 @@ def save_checkpoint(model: nn.Module, directory: Union[str, Path],
                 tensors[name] = chunk.to("cpu", copy=True).contiguous()
     from safetensors.torch import save_file
 
-    _atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
+    write_atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
     if tokenizer_dir is not None:
         copy_tokenizer(tokenizer_dir, directory)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config = to_hf_config(c, head, dtype)
-    _atomic(directory / "config.json",
+    write_atomic(directory / "config.json",
             lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
     notes = transformers_caveats(c)
     for note in notes:
         _warn_once(note)
     return notes
-
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
@@ -122,7 +113,7 @@ def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
         raise UserError(f"no tokenizer files in {src}", where=str(src),
                         fix="give the tokenizer directory written by `bertcli tokenize` (tokenizer.json, ...)")
     for name in found:
-        _atomic(directory / name, lambda p, n=name: shutil.copyfile(src / n, p))
+        write_atomic(directory / name, lambda p, n=name: shutil.copyfile(src / n, p))
 
 
 # ------------------------------------------------------------------------------------------ load

@@ -23,7 +23,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -162,17 +162,14 @@ class Checkpoint:
         return int(self.state["step"])
 
 
-# What resuming reads from state.json (the trainer's _state writes them all).
-REQUIRED_STATE = ("step", "consumed_samples", "tokens", "scheduler", "interval_sums")
-
-
 def _damaged(path: Path, what: str) -> UserError:
     return UserError(f"checkpoint is damaged or not a bertcli training checkpoint: {what}", where=str(path),
                      fix="resume from another checkpoint (--resume checkpoints/step-N) or start over with --force")
 
 
-def read(path: Path) -> Checkpoint:
-    """Open a checkpoint directory and check that it is complete; UserError otherwise."""
+def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
+    """Open a checkpoint directory and check that it is complete and that its state holds the
+    keys `require` (what the caller will read); UserError otherwise."""
     path = Path(path)
     if not path.is_dir():
         raise UserError("no such checkpoint directory", where=str(path),
@@ -190,7 +187,7 @@ def read(path: Path) -> Checkpoint:
     if state.get("version", 0) > VERSION:
         raise UserError(f"checkpoint written by a newer bertcli (trainer state v{state['version']})", where=str(path),
                         fix="upgrade bertcli")
-    missing = [k for k in REQUIRED_STATE if k not in state]
+    missing = [k for k in require if k not in state]
     if missing:
         raise _damaged(path, f"trainer_state/state.json lacks {', '.join(missing)}")
     for name, size in state.get("files", {}).items():

@@ -51,6 +51,10 @@ class TrainInputs:
     resume: ckpt_io.Checkpoint | None = None
 
 
+# The trainer state keys resuming reads (Trainer._load); a checkpoint lacking one is damaged.
+STATE_KEYS = ("step", "consumed_samples", "tokens", "scheduler", "interval_sums")
+
+
 @dataclass
 class TrainResult:
     step: int

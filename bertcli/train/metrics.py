@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
 from bertcli import console
+from bertcli.stages import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
 TIMING_KEYS = ("tokens_per_s",)
@@ -29,9 +29,7 @@ class MetricsLog:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = read_metrics(self.path, up_to_step=resume_step) if resume_step is not None else []
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict) -> None:

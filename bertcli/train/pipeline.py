@@ -142,7 +142,9 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
         path = last
     else:
         path = Path(resume)
-    ck = ckpt_io.read(path)
+    from bertcli.train.loop import STATE_KEYS  # what Trainer._load will read
+
+    ck = ckpt_io.read(path, require=STATE_KEYS)
     check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
     return ck
 
