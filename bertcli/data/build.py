@@ -101,14 +101,14 @@ class _Runner:
             saved = os.environ.get("TOKENIZERS_PARALLELISM")
             os.environ["TOKENIZERS_PARALLELISM"] = "false"
             try:
-                self.pool = mp.get_context(method).Pool(num_proc, shards.init_worker, (ctx, True))
+                self.pool = mp.get_context(method).Pool(num_proc, shards.init_worker, (ctx,))
             finally:
                 if saved is None:
                     del os.environ["TOKENIZERS_PARALLELISM"]
                 else:
                     os.environ["TOKENIZERS_PARALLELISM"] = saved
         else:
-            shards.init_worker(ctx, False)
+            shards.init_worker(ctx)
 
     def run(self, fn, tasks: list, description: str, sizes: list[int]) -> list[dict]:
         results = []
@@ -126,7 +126,7 @@ class _Runner:
             else:  # an error or Ctrl-C: do not wait for the queued shards
                 self.pool.terminate()
             self.pool.join()
-        shards.init_worker(None, False)  # drop this process's cached memory maps
+        shards.init_worker(None)  # drop this process's cached memory maps
 
 
 def _ranges(n: int, size: int) -> list[tuple[int, int]]:

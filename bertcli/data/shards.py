@@ -13,7 +13,6 @@ number of processes or on the shard size.
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -46,11 +45,11 @@ _CTX: Optional[Context] = None
 _CACHE: dict = {}
 
 
-def init_worker(ctx: Context, in_pool: bool) -> None:
+def init_worker(ctx: Optional[Context]) -> None:
+    """Set (or, with None, drop) this process's context and cached tokenizer, corpus and maps.
+    Pool workers inherit TOKENIZERS_PARALLELISM=false from the builder (one process per core
+    already: tokenizers' own thread pool would oversubscribe)."""
     global _CTX
-    if in_pool:
-        # one process per core already: tokenizers' own thread pool would oversubscribe
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _CTX = ctx
     _CACHE.clear()
 
