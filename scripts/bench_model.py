@@ -91,6 +91,9 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     from bertcli.recipe import load_recipe
 
     recipe = load_recipe(name)
+    if recipe.model.family != "bert":
+        sys.exit(f"--shapes {name}: this benchmark compares with BertForPreTraining (MLM + NSP); "
+                 "use bert recipes (scripts/bench_train.py covers roberta and albert)")
     vocab = recipe.tokenizer.vocab_size
     torch.manual_seed(0)
     ours = build_model(recipe.model, vocab, 0).to(device).train()
