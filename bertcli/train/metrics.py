@@ -16,7 +16,7 @@ from bertcli import console
 from bertcli.stages import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
-TIMING_KEYS = ("tokens_per_s",)
+TIMING_KEYS = ("tokens_per_s", "train_seconds")
 
 
 class MetricsLog:
