@@ -27,7 +27,8 @@ from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
-from bertcli.train.phases import Phase, PhaseLR, budget_multiplier, budget_seconds, phase_of, plan, progress
+from bertcli.train.phases import (Phase, PhaseLR, budget_multiplier, budget_seconds, phase_of, plan, progress,
+                                   state_value)
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
@@ -195,7 +196,7 @@ class Trainer:
         self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
         self.guard.bad_steps, self.overflows = int(s.get("bad_steps", 0)), int(s.get("overflows", 0))
         self.majority = s.get("majority_acc")
-        self.elapsed = self.elapsed_before = float(s.get("elapsed_s", 0.0))
+        self.elapsed = self.elapsed_before = float(state_value(s, "elapsed_s", 0.0))
         # The main process holds the interval sums of all processes; the others start from zero.
         if self.d.main:
             self.sums = torch.tensor([s["interval_sums"][k] for k in SUMS], dtype=torch.float64, device=self.device)
@@ -381,16 +382,17 @@ class Trainer:
         self.batch_size = ph.recipe.train.batch_size
         _, self.micro, self.accum = split_batch(self.batch_size, self.d.world_size, ph.recipe.train.micro_batch_size)
 
-    def _check_resumed_phase(self, s: dict) -> None:
+    def _check_resumed_phase(self, s) -> None:
         """The checkpoint's phase must be the plan's phase of its step (max_steps may change on
         resume, and with it the phases given as fractions)."""
-        if "phase" not in s or not self.phased:
+        phase, start = state_value(s, "phase"), state_value(s, "phase_start")
+        if phase is None or not self.phased:
             return
         done = phase_of(self.phases, max(1, self.step))
-        if (s["phase"], s.get("phase_start")) != (done.index, done.start):
+        if (phase, start) != (done.index, done.start):
             from bertcli.errors import UserError
 
-            raise UserError(f"the checkpoint is in phase {s.get('phase_name')!r} from step {s.get('phase_start')}, "
+            raise UserError(f"the checkpoint is in phase {state_value(s, 'phase_name')!r} from step {start}, "
                             f"the recipe's phases put step {self.step:,} in {done.name!r} from step {done.start}",
                             where=str(self.inp.resume.path),
                             fix="restore train.max_steps (phases given as fractions move with it)")

@@ -217,6 +217,17 @@ def check_plan(r) -> None:
             raise UserError(f"train.phases[{ph.index}] ({ph.name}): {e.what}", where=e.where, fix=e.fix)
 
 
+# ------------------------------------------------------------------- checkpoint state
+def state_value(state, key: str, default=None):
+    """A key of a checkpoint's trainer state (`phase`, `phase_start`, `elapsed_s`, ...), from a
+    JSON dict or an object holding them as attributes (keys it does not know in `.extra`)."""
+    if isinstance(state, dict):
+        return state.get(key, default)
+    if hasattr(state, key):
+        return getattr(state, key)
+    return getattr(state, "extra", {}).get(key, default)
+
+
 # ------------------------------------------------------------------------ data per phase
 def build_phase_data(r, force: bool = False, all_phases: bool = False) -> list:
     """`bertcli build-data`: the first phase's data (what pretraining needs first), or every

@@ -28,7 +28,7 @@ from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed
 from bertcli.train.metrics import read_metrics
-from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
+from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name, state_value
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
@@ -259,10 +259,10 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         open_phase=lambda ph: _open_phase(ph, tok, d, result))
     budget = budget_seconds(recipe.train)
     if ck is not None and (ck.step >= recipe.train.max_steps
-                           or (budget is not None and ck.state.get("elapsed_s", 0.0) >= budget)):
+                           or (budget is not None and state_value(ck.state, "elapsed_s", 0.0) >= budget)):
         console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
                     f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
-        result.train_seconds = float(ck.state.get("elapsed_s", 0.0))
+        result.train_seconds = float(state_value(ck.state, "elapsed_s", 0.0))
         result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
