@@ -215,3 +215,17 @@ def test_build_data_without_all_phases_builds_only_the_first_phase(monkeypatch):
     assert built == [128, 128, 512]
     a, b = (build.data_dir(p.recipe) for p in plan(r))
     assert a != b and a == build.data_dir(r)               # phase 1 is the data section itself: same stage
+
+
+def test_a_phase_batch_that_does_not_fit_the_processes_fails_before_training(tmp_path):
+    """Phase b's micro-batch of 4 exceeds its per-process batch on 2 processes (4 / 2): refused
+    when the trainer is built, not when the run reaches phase b."""
+    from bertcli.train.distributed import Dist
+
+    recipe = load_recipe(None, [*BASE, "train.phases=[{steps: 6}, {steps: 6, batch_size: 4, micro_batch_size: 4}]"])
+    inputs = TrainInputs(recipe=recipe, model=TinyModel(), train_dataset=RowDataset(37), val_dataset=None,
+                         n_train=37, n_val=0, collate=collate, hf_save=_hf_save, run_dir=tmp_path / "r",
+                         dist=Dist(world_size=2))
+    with pytest.raises(UserError, match=r"train.phases\[1\] \(phase2\): train.micro_batch_size 4 does not divide"):
+        Trainer(inputs)
+    assert not (tmp_path / "r").exists()

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from bertcli.testhooks import pause_point
+from bertcli.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
@@ -129,6 +130,14 @@ class Trainer:
                                          cfg.eps, cfg.weight_decay, self.device)
         self.phases = inp.phases or plan(inp.recipe)
         self.phased = bool(cfg.phases)
+        for ph in self.phases:  # every phase's batch fits the processes: known now, not hours later
+            try:
+                split_batch(ph.recipe.train.batch_size, d.world_size, ph.recipe.train.micro_batch_size)
+            except UserError as e:
+                if not self.phased:
+                    raise
+                raise UserError(f"train.phases[{ph.index}] ({ph.name}): {e.what}", fix=f"{e.fix} (its batch_size / "
+                                f"micro_batch_size: train.phases[{ph.index}].*)") from None
         if self.phased:  # each update follows the schedule of the phase that runs it
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, PhaseLR(self.phases, cfg.learning_rate))
         else:
@@ -390,8 +399,6 @@ class Trainer:
             return
         done = phase_of(self.phases, max(1, self.step))
         if (phase, start) != (done.index, done.start):
-            from bertcli.errors import UserError
-
             raise UserError(f"the checkpoint is in phase {state_value(s, 'phase_name')!r} from step {start}, "
                             f"the recipe's phases put step {self.step:,} in {done.name!r} from step {done.start}",
                             where=str(self.inp.resume.path),
