@@ -76,16 +76,17 @@ def tiny_checkpoint(path: Path, texts: list[str], kind: str = "wordpiece", hidde
     return path
 
 
-def tagged_sentence(rng: random.Random, scheme: str = "iob1") -> tuple[list[str], list[str]]:
+def tagged_sentence(rng: random.Random, scheme: str = "iob1", adjacent: float = 0.15) -> tuple[list[str], list[str]]:
     """Filler words (O) around names (PER, one or two words), places (LOC) and companies (ORG),
-    tagged in `scheme`; two entities of one type are sometimes adjacent (IOB1's B- case)."""
+    tagged in `scheme`; two entities of one type are adjacent with probability `adjacent`
+    (IOB1's B- case)."""
     from bertcli.finetune.tagging import encode
 
     words, spans = [], []
     for _ in range(rng.randint(1, 3)):
         words += rng.choices(FILL, k=rng.randint(0, 4))
         kind = rng.choice(["PER", "LOC", "ORG"])
-        for _ in range(2 if rng.random() < 0.15 else 1):       # adjacent same-type entities
+        for _ in range(2 if rng.random() < adjacent else 1):       # adjacent same-type entities
             start = len(words)
             if kind == "PER":
                 words += [rng.choice(PER)] + ([rng.choice(SURNAME)] if rng.random() < 0.5 else [])

@@ -182,6 +182,9 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None) -> TaskData:
     """Read and check all files before any model is loaded."""
     block = cfg.classify
     t_cols, t_where = read_table(train, "train")
+    for name, what in ((block.text_column, "text"), (block.text_pair_column, "text-pair")):
+        if name:
+            _column(t_cols, name, what)          # the text columns are named first
     labels = label_names(_column(t_cols, block.label_column, "label"), t_where, block.regression)
     if labels is not None and len(labels) < 2:
         raise UserError(f"the training labels hold one class only ({labels[0]!r})", where=t_cols.source,
