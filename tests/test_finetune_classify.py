@@ -52,7 +52,8 @@ def test_classify_csv_learns_end_to_end(tmp_path):
     out = tmp_path / "out"
     r = run_cli("finetune", "classify", "-c", ckpt, "--train", train, "--dev", dev, "--test", test,
                 "--text-column", "review", "--label-column", "stars", "-o", out,
-                "--set", "finetune.classify.learning_rate=2e-3", "--set", "finetune.classify.batch_size=16",
+                "--set", "finetune.classify.learning_rate=1e-3", "--set", "finetune.classify.batch_size=16",
+                "--set", "finetune.dropout=0",
                 "--set", "finetune.classify.epochs=5", "--set", "finetune.classify.max_seq_length=48",
                 cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
@@ -60,7 +61,7 @@ def test_classify_csv_learns_end_to_end(tmp_path):
     dev_m = res["dev"]["dev"]
     assert list(dev_m) == ["accuracy", "macro_f1", "mcc"]
     assert dev_m["accuracy"] >= 0.9 and dev_m["macro_f1"] >= 0.85, res["history"]
-    assert res["hyperparameters"]["learning_rate"] == 2e-3 and res["hyperparameters"]["epochs"] == 5
+    assert res["hyperparameters"]["learning_rate"] == 1e-3 and res["hyperparameters"]["epochs"] == 5
     lines = (out / "test_predictions" / "test.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 41
     pred = [ln.split("\t")[1] for ln in lines[1:]]
