@@ -21,7 +21,7 @@ CONTRACT for other stages (finetune, squad, export):
                             top level
     spec.uses_token_types   whether the model reads token_type_ids (ONNX inputs, collators)
     spec.architectures[head]  transformers class for a head: pretraining, classification,
-                            token_classification, question_answering
+                            token, qa (the heads of load_checkpoint)
     spec.names              transformers' parameter names (HFNames); task heads: names.classifier,
                             names.token_classifier, names.qa (top level, no prefix)
     spec.task_head          how fine-tuning heads read the encoder: "plain" (dropout, linear on
@@ -160,8 +160,8 @@ BERT = FamilySpec(
     special_tokens=_BERT_TOKENS, tokenizer_kind="wordpiece", tokenizer_classes=_BERT_CLASSES,
     model_type="bert", hf_prefix="bert.", hf_keys=_BERT_KEYS, hf_defaults=_frozen(**_BERT_HF), hf_fixed=_BERT_FIXED,
     architectures=_frozen(pretraining="BertForPreTraining", classification="BertForSequenceClassification",
-                          token_classification="BertForTokenClassification",
-                          question_answering="BertForQuestionAnswering"),
+                          token="BertForTokenClassification",
+                          qa="BertForQuestionAnswering"),
     pair_head="nsp",
 )
 
@@ -176,8 +176,8 @@ ROBERTA = FamilySpec(
     model_type="roberta", hf_prefix="roberta.", hf_keys=_BERT_KEYS, hf_fixed=_BERT_FIXED,
     hf_defaults=_frozen(**{**_BERT_HF, "vocab_size": 50265, "pad_token_id": 1}),
     architectures=_frozen(pretraining="RobertaForMaskedLM", classification="RobertaForSequenceClassification",
-                          token_classification="RobertaForTokenClassification",
-                          question_answering="RobertaForQuestionAnswering"),
+                          token="RobertaForTokenClassification",
+                          qa="RobertaForQuestionAnswering"),
     names=HFNames(mlm_dense="lm_head.dense", mlm_norm="lm_head.layer_norm", mlm_bias="lm_head.bias",
                   decoder="lm_head.decoder", pair=None, cls_dense="classifier.dense",
                   classifier="classifier.out_proj"),
@@ -200,8 +200,8 @@ ALBERT = FamilySpec(
                            "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                            "num_hidden_groups": 1, "inner_group_num": 1, "classifier_dropout_prob": 0.1}),
     architectures=_frozen(pretraining="AlbertForPreTraining", classification="AlbertForSequenceClassification",
-                          token_classification="AlbertForTokenClassification",
-                          question_answering="AlbertForQuestionAnswering"),
+                          token="AlbertForTokenClassification",
+                          qa="AlbertForQuestionAnswering"),
     names=HFNames(layer="encoder.albert_layer_groups.{}.albert_layers.0.",
                   qkv=("attention.query", "attention.key", "attention.value"), attn_out="attention.dense",
                   attn_norm="attention.LayerNorm", ffn_in="ffn", ffn_out="ffn_output",

@@ -18,6 +18,18 @@ from bertcli.model.config import EncoderConfig
 from bertcli.model.families import FAMILIES, FamilySpec, spec_for_model_type
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
 
+# Heads whose config.json carries id2label / label2id.
+LABELLED_HEADS = ("classification", "token")
+# Per-token fine-tuning heads (model/task_heads.py): their transformers names are the spec's
+# names.token_classifier / names.qa; transformers builds them without the pooler.
+TOKEN_HEADS = ("token", "qa")
+
+
+def uses_pooler(head: str) -> bool:
+    """transformers builds *ForTokenClassification / *ForQuestionAnswering without the pooler."""
+    return head not in TOKEN_HEADS
+
+
 # transformers activations that are numerically bertcli's two.
 ACT_ALIASES = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new"}
 
@@ -43,9 +55,10 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
                                   "sliding_attention": {"rope_type": "default", "rope_theta": c.local_rope_theta}})
     if spec.task_head == "prediction_head":
         d["classifier_pooling"] = c.classifier_pooling
-    if head == "classification":
+    if head in LABELLED_HEADS:
         d["id2label"] = {str(i): name for i, name in enumerate(c.labels)}
         d["label2id"] = {name: i for i, name in enumerate(c.labels)}
+    if head == "classification":
         d["problem_type"] = "regression" if len(c.labels) == 1 else "single_label_classification"
     d["bertcli"] = {"version": __version__, "norm": c.norm, "sharing": c.sharing,
                     "num_hidden_groups": c.num_hidden_groups, "embedding_size": c.embedding_size}
@@ -97,7 +110,7 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
         groups = 1 if sharing == "none" else hf
     rotary = spec.positions == "rotary"
     labels = None
-    if head == "classification" and d.get("id2label"):
+    if head in LABELLED_HEADS and d.get("id2label"):
         id2label = {int(k): str(v) for k, v in d["id2label"].items()}
         labels = tuple(id2label[i] for i in sorted(id2label))
     c = EncoderConfig(

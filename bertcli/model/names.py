@@ -60,7 +60,7 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> Weigh
         linear(f"encoder.ffn.{f}.norm", p + n.ffn_norm)
     if c.norm == "pre":
         linear("encoder.final_norm", b + n.final_norm)
-    if c.has_pooler:
+    if c.has_pooler and head not in ("token", "qa"):  # transformers' per-token heads have no pooler
         linear("encoder.pooler", b + n.pooler, bias=True)
 
     if head == "pretraining":
@@ -69,6 +69,10 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> Weigh
         add("mlm.bias", n.mlm_bias)
         if spec.pair_head != "none":
             linear("pair", n.pair, bias=True)
+    elif head == "token":
+        linear("classifier", n.token_classifier, bias=True)
+    elif head == "qa":
+        linear("qa_outputs", n.qa, bias=True)
     else:
         if n.cls_dense is not None:
             linear("dense", n.cls_dense, bias=spec.task_head == "dense_tanh" or spec.biases)
