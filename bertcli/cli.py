@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text and fine-tune them on GLUE.",
+    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text; fine-tune them (GLUE, your own files, NER) or extract features.",
 )
 finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER.")
 app.add_typer(finetune_app, name="finetune")
@@ -55,7 +55,7 @@ def recipes() -> None:
 
 
 @app.command()
-def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks")) -> None:
+def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
     from rich.table import Table
 

@@ -318,7 +318,7 @@ class NerConfig:
     window_overlap: int = num(32, ge=0)
     """Sub-tokens shared by consecutive windows of a long sentence (each word is still predicted
     once, by the window where it has the most context)."""
-    tag_column: int = -1
+    tag_column: int = num(-1, ge=-64, le=63)
     """Column of the tag in CoNLL files (0-based; negative counts from the end: -1 = last)."""
     scheme: Literal["auto", "iob1", "iob2", "bioes"] = "auto"
     """Tag scheme; `auto` tells IOB1 (CoNLL-2003's files), IOB2 and BIOES apart from the
