@@ -97,10 +97,9 @@ class NerTask(Task):
         rows_ids, rows_labels, rows_words, example = [], [], [], []
         with console.progress(f"tokenizing ner {split.name}", total=len(split)) as bar:
             aligned = align(tok.tokenizer, split.tokens, tok.unk_id)
-            for e, ((ids, word), tags) in enumerate(zip(aligned, split.tags)):
-                first = np.r_[True, word[1:] != word[:-1]]       # [t] first sub-token of its word
+            for e, ((ids, word, first), tags) in enumerate(zip(aligned, split.tags)):
                 wins = windows(word, room, overlap)
-                own = owners(word, wins)
+                own = owners(word, first, wins)
                 for w, win in enumerate(wins):
                     sl = slice(win.start, win.end)
                     mine = first[sl] & (own[word[sl]] == w)        # positions this window predicts
