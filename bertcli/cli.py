@@ -30,10 +30,17 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]]):
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], writes: bool = False):
+    """The recipe; `writes`: the command writes its output_dir / cache_dir, checked now, before
+    any work (bertcli.paths)."""
     from bertcli.recipe import load_recipe
 
-    return load_recipe(spec, overrides or [])
+    recipe = load_recipe(spec, overrides or [])
+    if writes:
+        from bertcli.paths import check_recipe_outputs
+
+        check_recipe_outputs(recipe)
+    return recipe
 
 
 def _show(result) -> None:
@@ -85,7 +92,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli.tokenizer import run_tokenize
 
-    _show(run_tokenize(_recipe(recipe, set_), force=force))
+    _show(run_tokenize(_recipe(recipe, set_, writes=True), force=force))
 
 
 @app.command("build-data")
@@ -93,7 +100,7 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed)."""
     from bertcli.data.build import run_build_data
 
-    _show(run_build_data(_recipe(recipe, set_), force=force))
+    _show(run_build_data(_recipe(recipe, set_, writes=True), force=force))
 
 
 @app.command()
@@ -108,7 +115,7 @@ def pretrain(
     save a checkpoint and exit with 128 + the signal number."""
     from bertcli.train.pipeline import run_pretrain
 
-    result = run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+    result = run_pretrain(_recipe(recipe, set_, writes=True), resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class Recipe:
     cache_dir: Optional[str] = field(default=None, metadata={"hash": False})
     """Where cached stages (corpus, tokenizer, data) go, to share them between recipes.
     Default: output_dir."""
-    seed: int = 42
+    seed: int = field(default=42, metadata={"ge": 0})
     """Seed for every random choice: data building, masking, initialization, dropout, order."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     """Text sources and the validation split."""
@@ -239,7 +240,7 @@ def build(cls: type, raw: Any, path: str, ctx: _Ctx):
         full = f"{path}{name}"
         if name in raw:
             kwargs[name] = coerce(raw[name], hints[name], full, ctx)
-            _check_bounds(kwargs[name], f, full, ctx)
+            check_value(kwargs[name], f, full, ctx.at(full))
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise UserError(f"{full}: required key is missing", where=ctx.at(path.rstrip(".")))
     return cls(**kwargs)
@@ -316,15 +317,41 @@ def _as_number(value: Any) -> float | int | None:
     return None
 
 
-def _check_bounds(value: Any, f: dataclasses.Field, path: str, ctx: _Ctx) -> None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+_BOUNDS = (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"), ("le", lambda v, b: v <= b, "<="))
+
+
+def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None:
+    """The one check every number of every section goes through (at load time with the line of
+    the key, and again on the resolved recipe): finite, and within the field's declared bounds
+    (`ge` / `gt` / `le` metadata). A nan compares false with every bound, so finiteness comes
+    first: an unbounded float must not let nan or inf through either."""
+    numbers = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    for v in numbers:
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"{path}: must be a finite number, got {v}", where=where,
+                            fix="nan and inf are not settings; give a number")
+        for key, ok, word in _BOUNDS:
+            bound = f.metadata.get(key)
+            if bound is not None and not ok(v, bound):
+                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where)
+
+
+def check_values(obj: Any, prefix: str, where: str) -> None:
+    """check_value on every field of a section tree (lists and mappings of sections included):
+    values filled in by `resolve` or set from Python get the checks that loading gave the rest."""
+    if not dataclasses.is_dataclass(obj):
         return
-    m = f.metadata
-    for key, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
-                          ("le", lambda v, b: v <= b, "<=")):
-        bound = m.get(key)
-        if bound is not None and not ok(value, bound):
-            raise UserError(f"{path}: must be {word} {bound}, got {value}", where=ctx.at(path))
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("internal"):
+            continue
+        value, path = getattr(obj, f.name), f"{prefix}{f.name}"
+        check_value(value, f, path, where)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for k, v in items:
+            check_values(v, f"{path}.{k}." if isinstance(value, dict) else f"{path}[{k}].", where)
+        check_values(value, path + ".", where)
 
 
 def _describe(value: Any) -> str:
@@ -386,6 +413,7 @@ def validate(r: Recipe) -> None:
     def fail(what, fix=None):
         raise UserError(what, where=where, fix=fix)
 
+    check_values(r, "", where)
     if m.hidden_size % m.num_attention_heads:
         fail(f"model.hidden_size {m.hidden_size} is not divisible by model.num_attention_heads "
              f"{m.num_attention_heads}", "pick a head count that divides the width (e.g. H/64 heads)")

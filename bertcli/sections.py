@@ -3,7 +3,10 @@
 `recipe.resolve`, so the recipe saved next to every output holds concrete values only.
 
 Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
-stage's output (e.g. number of processes) and so do not invalidate its cache.
+stage's output (e.g. number of processes) and so do not invalidate its cache. Every number
+field declares its range with `num` (a count or interval used as a divisor is `ge=1`); whatever
+the bounds, a float setting must be finite (nan and inf are refused for every field, in
+`recipe.check_value`), and tests check that no numeric field is left without a range.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ def num(default, *, ge=None, gt=None, le=None, hash=True):
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
 
 
-def nohash(default):
-    """A field that does not change what a stage writes (excluded from its cache key)."""
+def nohash(default, **bounds):
+    """A field that does not change what a stage writes (excluded from its cache key); numbers
+    give their bounds as `num` does."""
+    if bounds:
+        return num(default, hash=False, **bounds)
     return field(default=default, metadata={"hash": False})
 
 
@@ -232,14 +238,14 @@ class TrainConfig:
     """Wrap the model in torch.compile."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
-    log_every: int = nohash(10)
+    log_every: int = nohash(10, ge=1)
     """Log metrics every N steps."""
     eval_every: int = num(1000, ge=1)
     """Validate on the held-out split every N steps (and at the end)."""
     eval_batches: Optional[int] = num(50, ge=1)
     """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
     the held-out split (null: the whole validation split)."""
-    save_every: int = nohash(1000)
+    save_every: int = nohash(1000, ge=1)
     """Write a checkpoint every N steps (and at the end)."""
     keep_last: int = num(3, ge=1, hash=False)
     """Keep the newest N step checkpoints (final/ is always kept)."""

@@ -25,6 +25,7 @@ from bertcli.model.config import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
 from bertcli.model.hf import (BASE, decoder_keys, is_encoder_param, read_config, to_hf_config,
                               transformers_caveats, weight_files, weight_map)
+from bertcli.model.validate import check_checkpoint
 from bertcli.stages import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
@@ -174,6 +175,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     c = read_config(directory, head)
     if dropout is not None:
         c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
+    check_checkpoint(directory, c, head, _legacy_name)  # shapes vs headers, tokenizer vs model: before any allocation
     report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
     where = str(directory / "model.safetensors")

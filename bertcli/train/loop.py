@@ -49,10 +49,11 @@ class TrainInputs:
     run_dir: Path
     dist: Dist = field(default_factory=Dist)
     resume: ckpt_io.Checkpoint | None = None
+    inputs_sha256: dict = field(default_factory=dict)  # tokenizer_sha256 / data_sha256, recorded in checkpoints
 
 
 # The trainer state keys resuming reads (Trainer._load); a checkpoint lacking one is damaged.
-STATE_KEYS = ("step", "consumed_samples", "tokens", "scheduler", "interval_sums")
+STATE_KEYS = ckpt_io.TrainState.required_keys()
 
 
 @dataclass
@@ -132,38 +133,42 @@ class Trainer:
             self.wrapped = torch.compile(self.wrapped)
 
     # ------------------------------------------------------------------------- state
-    def _state(self) -> dict:
+    def _state(self) -> ckpt_io.TrainState:
         sums = self.sums.clone()
-        return {"step": self.step, "consumed_samples": self.consumed, "tokens": self.tokens,
-                "world_size": self.d.world_size, "batch_size": self.cfg.batch_size, "train_rows": self.inp.n_train,
-                "bad_steps": self.guard.bad_steps, "overflows": self.overflows,
-                "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
-                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
-                "interval_sums": dict(zip(SUMS, sums.tolist())), "majority_acc": self.majority}
+        return ckpt_io.TrainState(
+            step=self.step, consumed_samples=self.consumed, tokens=self.tokens,
+            world_size=self.d.world_size, batch_size=self.cfg.batch_size, train_rows=self.inp.n_train,
+            bad_steps=self.guard.bad_steps, overflows=self.overflows,
+            scheduler={k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
+            scaler=self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            interval_sums=dict(zip(SUMS, sums.tolist())), majority_acc=self.majority,
+            tokenizer_sha256=self.inp.inputs_sha256.get("tokenizer_sha256"),
+            data_sha256=self.inp.inputs_sha256.get("data_sha256"))
 
     def _load(self, ck: ckpt_io.Checkpoint) -> list[dict]:
         s = ck.state
         rng = ckpt_io.restore(ck, self.model, self.optimizer)
         sd = self.scheduler.state_dict()
-        sd.update(s["scheduler"])
+        sd.update(s.scheduler)
         self.scheduler.load_state_dict(sd)
         # The next update's learning rate follows this run's schedule, not the one saved in the
         # optimizer state: max_steps may change on resume (the same value when it did not).
         for group, base, fn in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.scheduler.lr_lambdas):
             group["lr"] = base * fn(self.scheduler.last_epoch)
-        if s.get("scaler"):
-            self.scaler.load_state_dict(s["scaler"])
-        self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
-        self.guard.bad_steps, self.overflows = int(s.get("bad_steps", 0)), int(s.get("overflows", 0))
-        self.majority = s.get("majority_acc")
+        if s.scaler:
+            self.scaler.load_state_dict(s.scaler)
+        self.step, self.consumed, self.tokens = int(s.step), int(s.consumed_samples), int(s.tokens)
+        self.guard.bad_steps, self.overflows = int(s.bad_steps), int(s.overflows)
+        self.majority = s.majority_acc
         # The main process holds the interval sums of all processes; the others start from zero.
         if self.d.main:
-            self.sums = torch.tensor([s["interval_sums"][k] for k in SUMS], dtype=torch.float64, device=self.device)
+            self.sums = torch.tensor([s.interval_sums[k] for k in SUMS], dtype=torch.float64, device=self.device)
         return rng
 
     def _save(self, path: Path) -> Path:
         sums = all_reduce_sum(self.d, self.sums.clone())
-        state = {**self._state(), "interval_sums": dict(zip(SUMS, sums.tolist()))}
+        state = self._state()
+        state.interval_sums = dict(zip(SUMS, sums.tolist()))
         rng = all_gather_json(self.d, ckpt_io.capture_rng())
         if self.d.main:
             ckpt_io.save(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, optimizer=self.optimizer,

@@ -3,6 +3,11 @@ events when tensorboard is installed, and a live view (rich on a TTY, plain line
 
 Only the main process writes. After a resume, the lines past the checkpoint's step are dropped
 so the file reads like an uninterrupted run.
+
+The file is strict JSON (RFC 8259: no NaN / Infinity tokens, which most JSON readers refuse): a
+value that is not finite is written as null and its key listed in `"nonfinite"`, e.g.
+`{"step": 7, "loss": null, ..., "nonfinite": ["loss", "mlm_loss"]}`. Readers get such values
+back as nan (`read_metrics`), so a null never reaches a format string.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import time
 from pathlib import Path
 
 from bertcli import console
+from bertcli.paths import saving
 from bertcli.stages import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
@@ -29,13 +35,15 @@ class MetricsLog:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = read_metrics(self.path, up_to_step=resume_step) if resume_step is not None else []
-        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        self._file = open(self.path, "a", encoding="utf-8")
+        with saving(self.path, "the metrics log"):
+            write_text_atomic(self.path, "".join(to_json_line(r) for r in kept))
+            self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
+            with saving(self.path, "the metrics log"):
+                self._file.write(to_json_line(record))
+                self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
@@ -43,8 +51,18 @@ class MetricsLog:
             self._file = None
 
 
+def to_json_line(record: dict) -> str:
+    """One strict-JSON line: non-finite floats become null, their keys listed in "nonfinite"."""
+    bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        record = {**{k: (None if k in bad else v) for k, v in record.items() if k != "nonfinite"},
+                  "nonfinite": sorted(set(bad) | set(record.get("nonfinite") or ()))}
+    return json.dumps(record, allow_nan=False) + "\n"
+
+
 def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
-    """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step."""
+    """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step.
+    Keys listed in a record's "nonfinite" read back as nan (the file holds null there)."""
     records = []
     if not Path(path).is_file():
         return records
@@ -54,6 +72,9 @@ def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
         except ValueError:
             continue
         if isinstance(r, dict) and "step" in r and (up_to_step is None or r["step"] <= up_to_step):
+            for k in r.get("nonfinite") or ():
+                if r.get(k) is None:
+                    r[k] = math.nan
             records.append(r)
     return records
 

@@ -26,7 +26,7 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train import distributed
+from bertcli.train import distributed, provenance
 from bertcli.train.metrics import read_metrics
 from bertcli.train.precision import check_precision
 
@@ -129,24 +129,29 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
         last = ckpt_io.latest(run_dir)
         if last is None:
             return None  # a run of this recipe killed before its first checkpoint: start over
-        step = ckpt_io.read(last).step
-        raise UserError(f"the output directory already holds this recipe's run (checkpoint at step {step:,} of "
-                        f"{recipe.train.max_steps:,})", where=str(run_dir),
+        at = f" (checkpoint at step {ckpt_io.read(last).step:,} of {recipe.train.max_steps:,})" \
+            if _readable(last) else ""
+        raise UserError(f"the output directory already holds this recipe's run{at}", where=str(run_dir),
                         fix="--resume auto continues it; --force starts it over")
     if resume == "auto":
-        last = ckpt_io.latest(run_dir)
-        if last is None:
+        # the newest checkpoint that reads back complete; damaged newer ones are set aside (by _run)
+        ck = ckpt_io.resumable(run_dir, require=ckpt_io.TrainState.required_keys())
+        if ck is None:
             _refuse_another_run(run_dir, recipe)
             console.log(f"no checkpoint in {run_dir}: starting from scratch")
             return None
-        path = last
     else:
-        path = Path(resume)
-    from bertcli.train.loop import STATE_KEYS  # what Trainer._load will read
-
-    ck = ckpt_io.read(path, require=STATE_KEYS)
+        ck = ckpt_io.read(Path(resume), require=ckpt_io.TrainState.required_keys())
     check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
     return ck
+
+
+def _readable(path: Path) -> bool:
+    try:
+        ckpt_io.read(path)
+        return True
+    except UserError:
+        return False
 
 
 def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
@@ -228,9 +233,14 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     tok = load_tokenizer(tok_result.path)
     data = load_data(data_result.path)
     train_split, val_split = data["train"], data["validation"]
-    if ck is not None and ck.state.get("train_rows") not in (None, len(train_split)):
-        raise UserError(f"the checkpoint was trained on {ck.state['train_rows']:,} rows, the data has "
-                        f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+    hashes = provenance.inputs_sha256(tok_result.path, data_result.path)
+    if ck is not None:
+        provenance.check_same_inputs(ck.state, hashes, ck.path, tok_result.path, data_result.path)
+        if ck.state.train_rows not in (None, len(train_split)):
+            raise UserError(f"the checkpoint was trained on {ck.state.train_rows:,} rows, the data has "
+                            f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+        if d.main:
+            ckpt_io.set_aside_damaged(ck)
 
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
     model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
@@ -240,16 +250,16 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         ckpt_io.prune(run_dir, recipe.train.keep_last)
     result.resumed_from = ck.path if ck is not None else None
     if ck is not None:
-        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state['consumed_samples']:,} samples)")
+        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state.consumed_samples:,} samples)")
     inputs = TrainInputs(
         recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
         n_train=len(train_split), n_val=len(val_split),
         collate=PretrainCollator(tok, recipe.data, recipe.seed),
         hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck)
+        run_dir=run_dir, dist=d, resume=ck, inputs_sha256=hashes)
     if ck is not None and ck.step >= recipe.train.max_steps:
         console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,})")
-        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
+        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.tokens)
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
         result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
