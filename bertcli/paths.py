@@ -104,7 +104,7 @@ def free_bytes(path: Path | str) -> int:
 
 def _space_error(path: Path, what: str, reason: str, needed: Optional[int]) -> UserError:
     free = free_bytes(path)
-    need = f"; it needs about {human_bytes(needed)}, {human_bytes(free)} are free" if needed else \
+    need = f"; it needs at least {human_bytes(needed)}, {human_bytes(free)} are free" if needed else \
         f"; {human_bytes(free)} are free"
     return UserError(f"cannot write {what}: {reason}{need}", where=str(path),
                      fix="free some space (or move output_dir / cache_dir to a larger disk) and run again; "

@@ -216,11 +216,12 @@ def _bytes_of(tensors) -> int:
 
 
 def estimated_size(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    """Bytes a checkpoint takes, about: the weights twice (HF copy + trainer copy), the optimizer
-    state, a margin for tokenizer files and JSON."""
+    """Bytes a checkpoint takes at least: the weights twice (HF copy + trainer copy) and the
+    optimizer state (tokenizer files and JSON come on top). A lower bound, so that the check
+    before the save never refuses one that would fit; a write that runs out anyway says so too."""
     weights = _bytes_of(model.state_dict().values())
     opt = sum(_bytes_of(st.values()) for st in optimizer.state_dict()["state"].values())
-    return 2 * weights + opt + (8 << 20)
+    return 2 * weights + opt
 
 
 def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torch.optim.Optimizer,

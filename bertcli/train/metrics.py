@@ -108,14 +108,19 @@ class TensorBoard:
             self.writer.close()
 
 
+def _num(value) -> float:
+    """A record's value for a format string: a null (a non-finite value as written) is nan."""
+    return math.nan if value is None else value
+
+
 def format_record(r: dict, pair_name: str | None) -> str:
     """One short line: step, losses, accuracies, lr, throughput."""
-    parts = [f"loss {r['loss']:.4f}", f"mlm_acc {r['mlm_acc']:.4f}"]
+    parts = [f"loss {_num(r['loss']):.4f}", f"mlm_acc {_num(r['mlm_acc']):.4f}"]
     if pair_name and r.get("pair_acc") is not None:
         parts.append(f"{pair_name}_acc {r['pair_acc']:.4f}")
-    parts += [f"lr {r['lr']:.3e}", f"{r['tokens_per_s']:,.0f} tok/s"]
+    parts += [f"lr {_num(r['lr']):.3e}", f"{_num(r['tokens_per_s']):,.0f} tok/s"]
     if "val_loss" in r:
-        parts.append(f"| val loss {r['val_loss']:.4f} mlm_acc {r['val_mlm_acc']:.4f}")
+        parts.append(f"| val loss {_num(r['val_loss']):.4f} mlm_acc {_num(r['val_mlm_acc']):.4f}")
         if pair_name and r.get("val_pair_acc") is not None:
             parts.append(f"{pair_name}_acc {r['val_pair_acc']:.4f}")
     return "  ".join(parts)
