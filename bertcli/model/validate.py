@@ -83,12 +83,12 @@ def check_shapes(directory: Path, c, head: str, rename: Callable[[str], str] = l
     wmap = weight_map(c, head, base)
     # Tensors the config describes (layers, projections) must all be there, before building anything.
     wanted = [(ours, parts) for ours, copies in wmap.items() if is_encoder_param(ours) for parts in copies]
-    absent = [p for _, parts in wanted for p in parts if p not in shapes]
+    absent = [(ours, p) for ours, parts in wanted for p in parts if p not in shapes]
     if absent:
         layers = {m.group(1) for k in shapes if (m := re.search(r"(?:\.layer|_layer_groups)\.(\d+)\.", k))}
+        layer_count = f"num_hidden_layers {c.num_hidden_layers}, the weights hold {len(layers) or 'no'} stored layers"
         raise UserError(f"{len(absent):,} encoder tensors described by config.json are missing from the weights "
-                        f"(first: {absent[0]}; num_hidden_layers {c.num_hidden_layers}, the weights hold "
-                        f"{len(layers) or 'no'} stored layers)", where=where, fix=FIX)
+                        f"(first: {absent[0][1]}; {_keys_of(absent[0][0], c)}; {layer_count})", where=where, fix=FIX)
     with torch.device("meta"):  # shapes without storage: nothing is allocated
         expected = {f"encoder.{n}": tuple(p.shape) for n, p in Encoder(c).named_parameters()}
     for ours, parts in wanted:
@@ -103,7 +103,8 @@ def check_shapes(directory: Path, c, head: str, rename: Callable[[str], str] = l
 
 def _keys_of(ours: str, c) -> str:
     """The config.json keys (and values) that decide the shape of a bertcli parameter."""
-    keys = ("vocab_size", "embedding_size") if ".word." in ours else \
+    keys = ("hidden_size", "embedding_size") if ours.startswith("encoder.proj") else \
+        ("vocab_size", "embedding_size") if ".word." in ours else \
         ("max_position_embeddings", "embedding_size") if ".position." in ours else \
         ("type_vocab_size", "embedding_size") if ".token_type." in ours else \
         ("hidden_size", "intermediate_size") if ".ffn." in ours else ("hidden_size", "embedding_size")
