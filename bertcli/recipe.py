@@ -260,7 +260,18 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
         inner = [a for a in args if a is not type(None)]
         if value is None:
             raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path))
-        return coerce(value, inner[0], path, ctx)
+        for alternative in inner[:-1]:        # e.g. int | "auto": the first kind that takes the value
+            try:
+                return coerce(value, alternative, path, ctx)
+            except UserError:
+                pass
+        try:
+            return coerce(value, inner[-1], path, ctx)
+        except UserError as e:
+            if len(inner) == 1:
+                raise
+            raise UserError(f"{path}: expected {' or '.join(_pretty_type(a) for a in inner)}, got {_describe(value)}",
+                            where=ctx.at(path)) from e
     if dataclasses.is_dataclass(tp):
         return build(tp, value, path + ".", ctx)
     if origin is Literal:
@@ -447,7 +458,7 @@ def validate(r: Recipe) -> None:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:
         fail("data.ngram > 1 selects spans of whole words and needs data.whole_word: true")
-    if tr.micro_batch_size is not None and tr.batch_size % tr.micro_batch_size:
+    if isinstance(tr.micro_batch_size, int) and tr.batch_size % tr.micro_batch_size:
         fail(f"train.batch_size {tr.batch_size} is not a multiple of train.micro_batch_size "
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
     if tr.precision == "fp16" and tr.device == "cpu":
@@ -513,7 +524,7 @@ def _pretty_type(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _pretty_type(inner[0]) + " | null"
+        return " | ".join(_pretty_type(a) for a in inner) + (" | null" if type(None) in args else "")
     if origin is Literal:
         return " | ".join(map(str, args))
     if origin is list:

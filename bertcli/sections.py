@@ -12,7 +12,7 @@ the bounds, a float setting must be finite (nan and inf are refused for every fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True):
@@ -225,9 +225,13 @@ class TrainConfig:
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
-    """Sequences per forward/backward on one process; the rest is gradient accumulation.
-    Default: batch_size / number of processes. Does not change the result (up to rounding)."""
+    micro_batch_size: Union[int, Literal["auto"], None] = num("auto", ge=1, hash=False)
+    """Sequences per forward/backward on one process; the rest is gradient accumulation. `auto`:
+    the largest divisor of batch_size / processes that fits the device's free memory (CPU: the
+    kernel's MemAvailable and RLIMIT_AS) at data.max_seq_length, measured by probe forward passes;
+    the choice is logged. null: the whole per-process batch. A size that cannot fit stops before
+    the first step, naming the memory needed and available. Does not change the result (up to
+    rounding)."""
     grad_clip: Optional[float] = num(1.0, gt=0.0)
     """Clip the global gradient norm to this (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"

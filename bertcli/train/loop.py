@@ -105,7 +105,6 @@ class Trainer:
         self.inp, self.r, self.cfg, self.d = inp, inp.recipe, inp.recipe.train, inp.dist
         cfg, d = self.cfg, self.d
         self.device = d.device
-        _, self.micro, self.accum = split_batch(cfg.batch_size, d.world_size, cfg.micro_batch_size)
         self.pair = inp.recipe.data.objective != "none"
         self.model = inp.model.to(self.device)
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
@@ -115,6 +114,7 @@ class Trainer:
         self.scaler = make_grad_scaler(cfg.precision, self.device)
         self.autocast = lambda: autocast(cfg.precision, self.device)
         self.guard = StepGuard(cfg.max_bad_steps)
+        _, self.micro, self.accum = self._micro_batch()
         self.step, self.consumed, self.tokens, self.overflows = 0, 0, 0, 0
         self.sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
         self.majority: float | None = None
@@ -132,6 +132,48 @@ class Trainer:
             self.wrapped = DDP(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
         if cfg.compile:
             self.wrapped = torch.compile(self.wrapped)
+
+    # ------------------------------------------------------------------- micro-batch
+    def _micro_batch(self) -> tuple[int, int, int]:
+        """(local batch, micro-batch, accumulation steps): train.micro_batch_size, or with `auto`
+        the largest that fits the device's free memory at the data's longest rows, from probe
+        forward passes (bertcli.train.memory); a size or a model that cannot fit is a UserError
+        here, before the first step."""
+        from bertcli.train import memory
+
+        cfg, d = self.cfg, self.d
+        auto = cfg.micro_batch_size == "auto"
+        local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
+        length = self.r.data.max_seq_length
+        available, source = memory.available_bytes(self.device)
+        try:
+            per_seq, fixed = memory.measure(lambda m: self._probe(m, length), self.model)
+        except torch.cuda.OutOfMemoryError:
+            per_seq, fixed = float(available), 0.0        # not even the probe's 1 sequence fits
+        p = memory.plan(local, memory.static_bytes(self.model), per_seq, fixed, available, source,
+                        None if auto else requested, length)
+        micro = min(all_gather_json(d, p.micro))          # every process accumulates the same number
+        if auto and d.main:
+            from bertcli import console
+
+            console.log(f"train.micro_batch_size auto: {p.describe(local, length)}" +
+                        (f"; {micro} to match the other processes" if micro != p.micro else ""))
+        return split_batch(cfg.batch_size, d.world_size, micro)
+
+    def _probe(self, m: int, length: int) -> None:
+        """A forward pass of m synthetic rows of `length` tokens, masked as the data would be."""
+        V = self.model.config.vocab_size
+        dcfg = self.r.data
+        k = max(1, min(length - 2, round(length * dcfg.mlm_probability), dcfg.max_predictions_per_seq or length))
+        g = torch.Generator().manual_seed(0)
+        rows = torch.arange(m).unsqueeze(1) * length                          # [m, 1]
+        b = {"input_ids": torch.randint(0, V, (m, length), generator=g),
+             "attention_mask": torch.ones(m, length, dtype=torch.long),
+             "token_type_ids": torch.zeros(m, length, dtype=torch.long),
+             "mlm_positions": (rows + torch.arange(1, k + 1)).reshape(-1),     # [m * k]
+             "mlm_labels": torch.randint(0, V, (m * k,), generator=g),
+             "pair_labels": torch.zeros(m, dtype=torch.long)}
+        self._losses(self.model, self._to_device(b))                          # the graph is dropped unused
 
     # ------------------------------------------------------------------------- state
     def _state(self) -> ckpt_io.TrainState:

@@ -26,7 +26,7 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train import distributed, provenance
+from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
 from bertcli.train.precision import check_precision
 
@@ -215,7 +215,7 @@ def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = Fal
 def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.model import build_model, save_checkpoint
+    from bertcli.model import build_model, parameter_counts, save_checkpoint
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.loop import Trainer, TrainInputs
 
@@ -242,6 +242,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         if d.main:
             ckpt_io.set_aside_damaged(ck)
 
+    memory.check_model_fits(parameter_counts(recipe.model, tok.vocab_size)["total"], d.device)  # before allocating it
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
     model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
     if d.main:
