@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertcli.model.families import FAMILIES, family_spec
 from bertcli.sections import ModelConfig
 
 VOCAB = 101
-PAD = {"bert": 0, "roberta": 1, "albert": 0}
+PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}  # bert 0, roberta 1, albert 0, modernbert 3
 
 
 def tiny_section(family: str, **changes) -> ModelConfig:
@@ -37,7 +38,7 @@ def batch(family: str, lengths=(12, 7, 3), seed: int = 0, n_masked: int = 6) -> 
     for b, n in enumerate(lengths):
         mask[b, :n] = 1
         ids[b, n:] = pad
-        if family != "roberta":
+        if family_spec(family).uses_token_types:
             types[b, n // 2:n] = 1
     real = mask.view(-1).nonzero().squeeze(1)
     positions = real[torch.randperm(len(real), generator=g)[:n_masked]].sort().values

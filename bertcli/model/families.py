@@ -96,6 +96,7 @@ class FamilySpec:
     hf_keys: Mapping = field(default_factory=_frozen)           # EncoderConfig field -> config.json key
     hf_defaults: Mapping = field(default_factory=_frozen)       # transformers' defaults, by config.json key
     hf_fixed: Mapping = field(default_factory=_frozen)          # keys written as is; other values are refused
+    hf_also: Mapping = field(default_factory=_frozen)           # extra config.json key -> field, written only
     names: HFNames = HFNames()
     hf_groups: bool = False                     # transformers stores shared layer groups (ALBERT)
     # --- behaviour
@@ -116,6 +117,7 @@ class FamilySpec:
     task_head: str = "plain"                    # plain | dense_tanh (RoBERTa classifier) | prediction_head
     attention: str = "global"                   # global | alternating (local windows, a global layer every n)
     init: str = "normal"                        # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
+    hf_dropout_elsewhere: bool = False          # transformers puts the dropouts in other places (training only)
 
     @property
     def token_ids(self) -> dict[str, int]:

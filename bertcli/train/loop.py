@@ -109,7 +109,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
                                          cfg.eps, cfg.weight_decay, self.device)
         self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
-                                         cfg.power, cfg.min_lr_ratio)
+                                         cfg.power, cfg.min_lr_ratio, cfg.decay_fraction)
         self.scaler = make_grad_scaler(cfg.precision, self.device)
         self.autocast = lambda: autocast(cfg.precision, self.device)
         self.guard = StepGuard(cfg.max_bad_steps)
