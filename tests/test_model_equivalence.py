@@ -25,6 +25,9 @@ CASES = {  # family -> transformers config keys (besides the common tiny sizes)
     "roberta": dict(num_hidden_layers=2, max_position_embeddings=42, type_vocab_size=1, layer_norm_eps=1e-5),
     "albert": dict(embedding_size=16, num_hidden_layers=4, max_position_embeddings=40, hidden_dropout_prob=0.0,
                    attention_probs_dropout_prob=0.0),
+    "modernbert": dict(num_hidden_layers=4, max_position_embeddings=64, local_attention=8,
+                       global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+                       bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
 }
 FAMILIES = list(CASES)
 

@@ -107,7 +107,7 @@ def test_dropout_is_active_in_training_only():
     assert torch.equal(m(**b).mlm_logits, m(**b).mlm_logits)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "modernbert"])
 def test_fast_paths_agree_with_the_plain_one_in_values_and_gradients(family):
     """Unpadding and the sparse last layer (default) against neither: same logits, same gradients."""
     b = batch(family, lengths=(12, 5, 9, 1), n_masked=9)
@@ -160,7 +160,7 @@ def test_initialization_follows_transformers():
     assert torch.all(m.encoder.embeddings.position.weight[1] == 0)   # RoBERTa's padding position
 
 
-@pytest.mark.parametrize("family", ["bert"])
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
 def test_flops_per_token_matches_a_measured_count(family):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode

@@ -23,6 +23,10 @@ def tiny_section(family: str, **changes) -> ModelConfig:
     if family == "albert":
         base.update(embedding_size=16, num_hidden_layers=4, sharing="all", hidden_act="gelu_new",
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    if family == "modernbert":  # a window of 8 (+-4) on rows of up to 12 tokens; layers 0 and 3 global
+        base.update(num_hidden_layers=4, type_vocab_size=1, layer_norm_eps=1e-5, norm="pre", local_attention=8,
+                    global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
     base.update(changes)
     return ModelConfig(**base)
 
