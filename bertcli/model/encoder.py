@@ -192,7 +192,7 @@ class Attention(nn.Module):
         if queries is None:
             qkv = self.qkv(h)                                         # [N, 3H]
             if rope is not None:                                      # rotate queries and keys
-                qkv = torch.cat([rope.apply(qkv[:, :H], A), rope.apply(qkv[:, H:2 * H], A), qkv[:, 2 * H:]], 1)
+                qkv = torch.cat([rope.apply(qkv[:, :2 * H], 2 * A), qkv[:, 2 * H:]], 1)  # q and k: 2A heads
             qkv = layout.padded(qkv)                                  # [B, T, 3H]
             q, k, v = qkv.view(B, T, 3, A, -1).permute(2, 0, 3, 1, 4)  # 3 x [B, A, T, D]
         else:
@@ -334,7 +334,7 @@ class Encoder(nn.Module):
         D = c.hidden_size // c.num_attention_heads
         for is_global in (True, False):
             theta = c.global_rope_theta if is_global else c.local_rope_theta
-            mask = layout.mask if is_global else window_mask(T, c.window, layout.mask, query_pos)
+            mask = layout.mask if is_global else window_mask(T, c.window, layout.mask, device, query_pos)
             rope = rotary(theta, D, rows) if rotary_kind else None
             query_rope = rotary(theta, D, queries.positions % T) if rotary_kind and queries is not None else None
             out[is_global] = AttentionInputs(mask, rope, query_rope)

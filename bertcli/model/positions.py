@@ -39,7 +39,7 @@ def rotary(theta: float, head_dim: int, positions: Tensor) -> Rotary:
     return Rotary(emb.cos(), emb.sin())
 
 
-def window_mask(length: int, window: int, padding: Optional[Tensor],
+def window_mask(length: int, window: int, padding: Optional[Tensor], device: torch.device,
                 query_pos: Optional[Tensor] = None) -> Optional[Tensor]:
     """Boolean attention mask (True = attend) of a local layer: [B|1, 1, T|Q, T].
 
@@ -49,8 +49,7 @@ def window_mask(length: int, window: int, padding: Optional[Tensor],
     NaN times a zero gradient is still NaN)."""
     if length - 1 <= window:
         return padding                                             # the window covers every row
-    keys = torch.arange(length, device=padding.device if padding is not None else
-                        (query_pos.device if query_pos is not None else None))
+    keys = torch.arange(length, device=device)
     queries = keys[None, :] if query_pos is None else query_pos    # [1|B, Q]
     band = (queries[:, :, None] - keys).abs() <= window            # [1|B, Q, T]
     if padding is not None:
