@@ -259,6 +259,17 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
         inner = [a for a in args if a is not type(None)]
         if value is None:
             raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path))
+        if len(inner) > 1:  # e.g. Literal["auto"] | int: the first member that accepts the value
+            for member in inner[:-1]:
+                try:
+                    return coerce(value, member, path, ctx)
+                except UserError:
+                    pass
+            try:
+                return coerce(value, inner[-1], path, ctx)
+            except UserError:
+                raise UserError(f"{path}: expected {' or '.join(_pretty_type(a) for a in inner)}, got "
+                                f"{_describe(value)}", where=ctx.at(path)) from None
         return coerce(value, inner[0], path, ctx)
     if dataclasses.is_dataclass(tp):
         return build(tp, value, path + ".", ctx)
@@ -485,7 +496,7 @@ def _pretty_type(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _pretty_type(inner[0]) + " | null"
+        return " | ".join(_pretty_type(a) for a in inner) + (" | null" if type(None) in args else "")
     if origin is Literal:
         return " | ".join(map(str, args))
     if origin is list:

@@ -9,7 +9,7 @@ stage's output (e.g. number of processes) and so do not invalidate its cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True):
@@ -88,9 +88,12 @@ class TokenizerConfig:
     SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
     min_frequency: int = num(2, ge=1)
     """Pieces seen fewer times than this are not added to the vocabulary."""
-    limit_alphabet: int = num(1000, ge=1)
-    """WordPiece: at most this many distinct characters (the most frequent) in the initial
-    alphabet; rarer ones become [UNK]. Byte-level BPE always keeps its 256 bytes."""
+    limit_alphabet: Union[Literal["auto"], int] = num("auto", ge=1)
+    """WordPiece: the characters of the initial alphabet; others become [UNK]. `auto`: every
+    character seen at least `min_frequency` times (Chinese text needs thousands), and never fewer
+    than the 1,000 most frequent (the `tokenizers` default; characters tied with the last are
+    kept too). A number: at most that many, the most frequent. Byte-level BPE always keeps its
+    256 bytes; Unigram keeps every character."""
     max_piece_length: int = num(16, ge=1)
     """Unigram: longest piece, in characters."""
     sample_documents: Optional[int] = num(None, ge=1)

@@ -40,6 +40,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bertcli import console
+from bertcli.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
@@ -133,15 +134,20 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
     return steps
 
 
-def new_trainer(cfg: TokenizerConfig, show_progress: bool):
+def new_trainer(cfg: TokenizerConfig, show_progress: bool, limit_alphabet: int | None = None):
+    """`limit_alphabet`: WordPiece's resolved limit (alphabet_limit); an explicit recipe number
+    is used as is."""
     specials = special_tokens(cfg.special_tokens)
+    explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
     if cfg.kind == "wordpiece":
         return trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                         special_tokens=specials, limit_alphabet=cfg.limit_alphabet,
+                                         special_tokens=specials, limit_alphabet=limit_alphabet or explicit,
                                          continuing_subword_prefix="##", show_progress=show_progress)
     if cfg.kind == "bpe":
+        # the 256 byte symbols are the whole alphabet after the ByteLevel pre-tokenizer
         return trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                   special_tokens=specials, limit_alphabet=max(cfg.limit_alphabet, 256),
+                                   special_tokens=specials,
+                                   limit_alphabet=None if explicit is None else max(explicit, 256),
                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                    show_progress=show_progress)
     return trainers.UnigramTrainer(vocab_size=cfg.vocab_size, special_tokens=specials,
@@ -161,7 +167,8 @@ def add_post_processor(tok: Tokenizer, set_name: str) -> None:
 
 
 # ------------------------------------------------------------------------- vocabulary check
-def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str) -> tuple[int, str]:
+def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str,
+                       limit: int | None = None) -> tuple[int, str]:
     """The smallest vocabulary the trainer can produce for this alphabet, and how it was counted."""
     n_special = len(SPECIAL_TOKENS[cfg.special_tokens])
     chars = set(tok.normalizer.normalize_str(alphabet)) if tok.normalizer else set(alphabet)
@@ -171,14 +178,15 @@ def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str) -> t
     if cfg.kind == "unigram":
         return (n_special + len(chars) + 1,
                 f"{n_special} special tokens + {len(chars):,} distinct characters in the corpus + `▁`")
-    kept = min(len(chars), cfg.limit_alphabet)
+    limit = limit or (len(chars) if cfg.limit_alphabet == "auto" else cfg.limit_alphabet)
+    kept = min(len(chars), limit)
     # characters that can continue a word also need their `##` form; punctuation (and CJK when
     # split) always stands alone
     inner = sum(1 for c in chars if not _is_punctuation(c) and not (cfg.split_cjk and CJK_CHAR.match(c)))
     cont = min(kept, inner)
     return (n_special + kept + cont,
             f"{n_special} special tokens + {kept:,} characters (of {len(chars):,} distinct in the corpus, "
-            f"tokenizer.limit_alphabet {cfg.limit_alphabet:,}) + about {cont:,} of their `##` continuations")
+            f"tokenizer.limit_alphabet {cfg.limit_alphabet}) + about {cont:,} of their `##` continuations")
 
 
 def _is_punctuation(c: str) -> bool:
@@ -187,12 +195,13 @@ def _is_punctuation(c: str) -> bool:
         unicodedata.category(c).startswith("P")
 
 
-def check_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str, where: str) -> None:
-    need, how = minimum_vocab_size(cfg, tok, alphabet)
+def check_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str, where: str,
+                     limit: int | None = None) -> None:
+    need, how = minimum_vocab_size(cfg, tok, alphabet, limit)
     if cfg.vocab_size < need:
         fix = f"set tokenizer.vocab_size to at least {need:,} (useful sizes are in the thousands: 8k-50k)"
         if cfg.kind == "wordpiece":
-            fix += ", or lower tokenizer.limit_alphabet to keep fewer rare characters"
+            fix += ", or set tokenizer.limit_alphabet to a number to keep fewer rare characters"
         raise UserError(f"tokenizer.vocab_size {cfg.vocab_size:,} is smaller than the {need:,} tokens the "
                         f"trainer must keep: {how}", where=where, fix=fix)
 
@@ -227,14 +236,22 @@ def iter_encoded(tok: Tokenizer, ds, batch_documents: int = 1000):
         yield bare.encode_batch(batch, add_special_tokens=False)
 
 
-def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str) -> Tokenizer:
-    """Train on the `sentences` column of a corpus split (a datasets.Dataset)."""
+def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str,
+                    stats: dict | None = None) -> Tokenizer:
+    """Train on the `sentences` column of a corpus split (a datasets.Dataset). WordPiece fills
+    `stats` (when given) with the training text's character counts and the alphabet kept."""
     if cfg.sample_documents is not None and cfg.sample_documents < len(ds):
         ds = ds.select(range(cfg.sample_documents))
         alphabet = _alphabet_of(ds)
     tok = new_tokenizer(cfg)
-    check_vocab_size(cfg, tok, alphabet, where)
-    trainer = new_trainer(cfg, show_progress=False)
+    limit = None
+    if cfg.kind == "wordpiece":
+        counts = character_counts(tok, _sentence_batches(ds, _NoBar()))
+        limit = alphabet_limit(cfg.limit_alphabet, cfg.min_frequency, counts)
+        if stats is not None:
+            stats.update(counts=counts, alphabet=alphabet_stats(cfg.limit_alphabet, cfg.min_frequency, counts, limit))
+    check_vocab_size(cfg, tok, alphabet, where, limit)
+    trainer = new_trainer(cfg, show_progress=False, limit_alphabet=limit)
     def batches(bar):
         yield from _sentence_batches(ds, bar)
         console.log(f"learning the {cfg.kind} vocabulary ({cfg.vocab_size:,} tokens) from the counts")
@@ -258,15 +275,19 @@ class _NoBar:
         pass
 
 
-def evaluate(tok: Tokenizer, unk_id: int, ds) -> dict:
+def evaluate(tok: Tokenizer, unk_id: int, ds, causes: UnkCauses | None = None) -> dict:
     """UNK rate and tokens per word on (up to EVAL_MAX_SENTENCES sentences of) a split; words are
-    whitespace-separated runs, each CJK ideograph counting as one word."""
+    whitespace-separated runs, each CJK ideograph counting as one word. `causes` is told about
+    every sentence holding an [UNK]."""
     tokens = unks = words = sentences = 0
     for batch in _sentence_batches(ds, _NoBar()):
         batch = batch[: EVAL_MAX_SENTENCES - sentences]
-        for enc in tok.encode_batch(batch, add_special_tokens=False):
+        for text, enc in zip(batch, tok.encode_batch(batch, add_special_tokens=False)):
             tokens += len(enc.ids)
-            unks += enc.ids.count(unk_id)
+            n_unk = enc.ids.count(unk_id)
+            unks += n_unk
+            if n_unk and causes is not None:
+                causes.add(text, enc)
         words += sum(len(_WORDS.findall(s)) for s in batch)
         sentences += len(batch)
         if sentences >= EVAL_MAX_SENTENCES:
@@ -336,6 +357,7 @@ def ensure_tokenizer(recipe: Recipe) -> StageResult:
 
 def _reused(path: Path) -> StageResult:
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+    _warn(info)
     return StageResult("tokenizer", path, True, _summary(info, reused=True))
 
 
@@ -350,7 +372,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     dd = datasets.load_from_disk(str(corpus.path))
     cfg = recipe.tokenizer
     train_start, train_cpu = time.perf_counter(), time.process_time()
-    tok = train_tokenizer(cfg, dd["train"], cinfo["alphabet"], where=recipe.source)
+    stats: dict = {}
+    tok = train_tokenizer(cfg, dd["train"], cinfo["alphabet"], where=recipe.source, stats=stats)
     train_s, train_cpu = time.perf_counter() - train_start, time.process_time() - train_cpu
     size = tok.get_vocab_size(with_added_tokens=True)
     if size > cfg.vocab_size:
@@ -361,7 +384,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                     "(tokenizer.vocab_size); a larger corpus fills it")
     unk_id = tok.token_to_id(SPECIAL_TOKENS[cfg.special_tokens]["unk"])
     split = "validation" if len(dd["validation"]) else "train"
-    quality = evaluate(tok, unk_id, dd[split])
+    causes = UnkCauses(tok, unk_id, stats.get("counts"), cfg.min_frequency)
+    quality = evaluate(tok, unk_id, dd[split], causes)
     with building(path, recipe) as tmp:
         write_hf_files(tok, cfg, tmp)
         info = {"version": TOKENIZER_VERSION, "kind": cfg.kind, "vocab_size": size, "hf_class": hf_class(cfg),
@@ -371,11 +395,22 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                 "characters": cinfo["train"]["characters"] + cinfo["validation"]["characters"],
                 "trained_on_documents": min(len(dd["train"]), cfg.sample_documents or len(dd["train"])),
                 "evaluated_on": split, **{f"eval_{k}": v for k, v in quality.items()},
+                # what the alphabet kept and why tokens are [UNK]: the warning above 1% (alphabet.py)
+                "min_frequency": cfg.min_frequency, "alphabet": stats.get("alphabet"),
+                "unk_causes": causes.result(),
                 "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
                 # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
                 "corpus_notes": summary_rows(cinfo)[3:]}
         _write_json(tmp / INFO_FILE, info)
+    _warn(info)
     return StageResult("tokenizer", path, False, _summary(info, reused=False))
+
+
+def _warn(info: dict) -> None:
+    """The [UNK] warning, each time the tokenizer is built or reused (so `pretrain` shows it)."""
+    message = unk_warning(info)
+    if message:
+        console.log(f"warning: {message}")
 
 
 def _summary(info: dict, reused: bool) -> list[tuple[str, object]]:
