@@ -1,7 +1,7 @@
 """Generated Chinese prose and poetry for tests and measurements (no downloads).
 
 Words come from jieba's own dictionary (installed with jieba: about 350k words with frequencies and
-part-of-speech tags), drawn with probability ∝ frequency^0.9 inside simple clause patterns
+part-of-speech tags; the 3,000 most frequent of each tag are used), drawn with probability ∝ frequency^0.9 inside simple clause patterns
 (subject, adverb, verb, object; attributive 的; measure words), so the character distribution is
 roughly that of real text: a few thousand characters, Zipf-like. Paragraphs mix in quotes
 (“…”「…」), bracketed asides, English words and numbers, and now and then a poem of 5- or
@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 _SUBJECT = ("r", "n", "nr", "ns", "nt")
+TOP_WORDS = 3000
 _ENGLISH = ("BERT", "GPU", "Python", "model", "data", "Transformer", "token", "Linux", "API", "pretraining")
 
 
@@ -37,6 +38,8 @@ def _lexicon() -> dict[str, tuple[list[str], list[float]]]:
         if freq < 20 or not 1 <= len(word) <= 4 or not all("\u4e00" <= c <= "\u9fff" for c in word):
             continue
         by_tag.setdefault(tag, []).append((word, freq ** 0.9))
+    # the most frequent words of each tag: common words, about 3,500 distinct characters
+    by_tag = {tag: sorted(items, key=lambda wf: -wf[1])[:TOP_WORDS] for tag, items in by_tag.items()}
     return {tag: (list(w for w, _ in items), list(itertools.accumulate(f for _, f in items)))
             for tag, items in by_tag.items()}
 
