@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bertcli import console
+from bertcli import console, reproducible
 from bertcli.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
@@ -134,17 +134,19 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
     return steps
 
 
-def new_trainer(cfg: TokenizerConfig, show_progress: bool, limit_alphabet: int | None = None):
-    """`limit_alphabet`: WordPiece's resolved limit (alphabet_limit); an explicit recipe number
-    is used as is."""
+def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None,
+                limit_alphabet: int | None = None):
+    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py);
+    without it `limit_alphabet` (alphabet_limit's resolved number) or the recipe's number."""
     specials = special_tokens(cfg.special_tokens)
     explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
     if cfg.kind == "wordpiece":
         limit = limit_alphabet or explicit
+        extra = dict(initial_alphabet=seed.alphabet, limit_alphabet=len(seed.alphabet)) if seed else \
+            ({} if limit is None else {"limit_alphabet": limit})
         return trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                         special_tokens=specials, continuing_subword_prefix="##",
-                                         show_progress=show_progress,
-                                         **({} if limit is None else {"limit_alphabet": limit}))
+                                         special_tokens=specials + (reproducible.seed_tokens(seed) if seed else []),
+                                         continuing_subword_prefix="##", show_progress=show_progress, **extra)
     if cfg.kind == "bpe":
         # the 256 byte symbols are the whole alphabet after the ByteLevel pre-tokenizer: no limit
         # cuts them (`auto` passes none; the trainers reject an explicit None)
@@ -247,20 +249,23 @@ def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str,
         ds = ds.select(range(cfg.sample_documents))
         alphabet = _alphabet_of(ds)
     tok = new_tokenizer(cfg)
-    limit = None
+    limit = seed = None
     if cfg.kind == "wordpiece":
         counts = character_counts(tok, _sentence_batches(ds, _NoBar()))
         limit = alphabet_limit(cfg.limit_alphabet, cfg.min_frequency, counts)
         if stats is not None:
             stats.update(counts=counts, alphabet=alphabet_stats(cfg.limit_alphabet, cfg.min_frequency, counts, limit))
+        seed = reproducible.wordpiece_seed(counts, limit, lambda c: not _is_punctuation(c) and
+                                           not (cfg.split_cjk and CJK_CHAR.match(c)))
     check_vocab_size(cfg, tok, alphabet, where, limit)
-    trainer = new_trainer(cfg, show_progress=False, limit_alphabet=limit)
+    trainer = new_trainer(cfg, show_progress=False, seed=seed)
     def batches(bar):
         yield from _sentence_batches(ds, bar)
         console.log(f"learning the {cfg.kind} vocabulary ({cfg.vocab_size:,} tokens) from the counts")
 
     with console.progress(f"training {cfg.kind} tokenizer (documents read)", total=len(ds)) as bar:
         tok.train_from_iterator(batches(bar), trainer=trainer, length=len(ds))
+    tok = reproducible.canonical(tok, cfg.kind, seed)
     add_post_processor(tok, cfg.special_tokens)
     return readable_scores(tok)
 
