@@ -62,7 +62,8 @@ def decode(split: SquadSplit, f: Features, doc_start_logits: np.ndarray, doc_end
         rows = np.arange(F_)[:, None, None]
         s, e = si[:, :, None], ei[:, None, :]                                      # [F, k, 1], [F, 1, k]
         score = doc_start_logits[rows, s] + doc_end_logits[rows, e]                # [F, k, k]
-        ok = (e >= s) & (e - s + 1 <= max_answer_length) & np.isfinite(score) & f.max_context[rows, s]
+        ok = ((e >= s) & (e - s + 1 <= max_answer_length) & np.isfinite(score) & f.max_context[rows, s]
+              & f.nonempty[rows, s] & f.nonempty[rows, e])
         cand_f, cand_a, cand_b = np.nonzero(ok)
         cand_s, cand_e = si[cand_f, cand_a], ei[cand_f, cand_b]
         cand_score = score[cand_f, cand_a, cand_b]

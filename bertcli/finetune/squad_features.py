@@ -73,6 +73,7 @@ class Features:
     doc_start: np.ndarray      # int32 [F]
     doc_len: np.ndarray        # int32 [F]
     max_context: np.ndarray    # bool [F, D]: token j of window f has its most context there (Google's rule)
+    nonempty: np.ndarray       # bool [F, D]: token j of window f covers some text (not a bare space)
     spans: list[np.ndarray]    # per unique context: int64 [tokens, 2] character spans
     unaligned: int = 0         # training answers whose edges fall inside a token
 
@@ -184,8 +185,9 @@ def build_features(tok, split: SquadSplit, max_seq_length: int, doc_stride: int,
     enc = Encoded(np.concatenate(ids), np.concatenate(types), np.cumsum(lengths, dtype=np.int64),
                   np.asarray(lab, dtype=np.int64) if labels else None)
     f = Features(enc, np.asarray(example, np.int32), np.asarray(ctx_start, np.int32), np.asarray(doc_start, np.int32),
-                 np.asarray(doc_len, np.int32), np.zeros((0, 0), bool), spans, unaligned)
+                 np.asarray(doc_len, np.int32), np.zeros((0, 0), bool), np.zeros((0, 0), bool), spans, unaligned)
     f.max_context = max_context(f)
+    f.nonempty = nonempty(f, split.context_of)
     return f
 
 
@@ -217,6 +219,15 @@ def max_context(f: Features) -> np.ndarray:
         for w in range(a, b):
             m = valid[w]
             out[w, : m.sum()] = owner[token[w][m]] == w
+    return out
+
+
+def nonempty(f: Features, context_of: list[int]) -> np.ndarray:
+    """bool [F, D]: which window positions hold a token with a non-empty span."""
+    out = np.zeros(f.max_context.shape, dtype=bool)
+    for w in range(len(f)):
+        sp = f.spans[context_of[f.example[w]]][f.doc_start[w]:f.doc_start[w] + f.doc_len[w]]
+        out[w, : len(sp)] = sp[:, 1] > sp[:, 0]
     return out
 
 
