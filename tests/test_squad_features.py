@@ -24,7 +24,7 @@ def corpus(tmp_path_factory):
     import json
 
     rng = random.Random(1)
-    docs = {v: squad_json(rng, 25, version=v) for v in (1, 2)}
+    docs = {v: squad_json(rng, 25, version=v, n_words=(120, 220), n_facts=3) for v in (1, 2)}
     texts = all_text(docs[1]) + all_text(docs[2])
     toks = {k: tiny_tokenizer(k, texts) for k in KINDS}
     root = tmp_path_factory.mktemp("squad")
@@ -41,14 +41,14 @@ def test_every_answer_recovered_exactly_from_offsets(corpus, kind):
     split = splits[1]
     f = build_features(toks[kind], split, max_seq_length=64, doc_stride=20, max_query_length=16)
     assert f.unaligned == 0
-    lab = f.enc.labels
+    lab = f.labels
     found = np.zeros(len(split), dtype=bool)
     straddled = 0
     for w in range(len(f)):
         q = f.example[w]
         gold = split.answers[q][0]
         start, end = lab[w]
-        assert f.enc.lengths[w] <= 64
+        assert f.lengths[w] <= 64
         if start == 0:
             assert end == 0
             # does the answer cross this window's edge? (partly inside, partly outside)
@@ -76,11 +76,11 @@ def test_windows_are_the_tokenizers_pair_encoding(corpus, kind):
     tpl = template_of(tok)
     for q in range(10):
         w = int(np.flatnonzero(f.example == q)[0])
-        ids = f.enc.ids[f.enc.offsets[w]:f.enc.offsets[w + 1]]
+        ids = f.ids[f.offsets[w]:f.offsets[w + 1]]
         ref = tok.encode(split.questions[q], split.context(q))
         if f.doc_len[w] == len(ref.ids) - len(ref.ids[:f.ctx_start[w]]) - len(tpl.suffix):  # one window
             assert ids.tolist() == ref.ids
-            assert f.enc.types[f.enc.offsets[w]:f.enc.offsets[w + 1]].tolist() == ref.type_ids
+            assert f.types[f.offsets[w]:f.offsets[w + 1]].tolist() == ref.type_ids
     # all context tokens are covered, consecutive windows start doc_stride apart
     g = build_features(tok, split, max_seq_length=64, doc_stride=20, max_query_length=16)
     for q in range(len(split)):
@@ -95,8 +95,8 @@ def test_unanswerable_questions_label_the_first_token(corpus):
     f = build_features(toks["wordpiece"], split, 64, 20, 16)
     impossible = np.array([not a for a in split.answers])
     assert impossible.sum() > 5
-    assert (f.enc.labels[impossible[f.example]] == 0).all()
-    assert (f.enc.labels[~impossible[f.example]] > 0).any()
+    assert (f.labels[impossible[f.example]] == 0).all()
+    assert (f.labels[~impossible[f.example]] > 0).any()
 
 
 def test_question_longer_than_the_window_is_a_user_error(corpus):
@@ -111,7 +111,7 @@ def test_decoding_invariants_and_oracle(corpus, kind):
     split = splits[2]
     f = build_features(toks[kind], split, 64, 20, 16)
     rng = np.random.default_rng(0)
-    T = int(f.enc.lengths.max())
+    T = int(f.lengths.max())
     start, end = rng.normal(size=(len(f), T)), rng.normal(size=(len(f), T))
     s, e = context_logits(start, end, f)
     null = np.stack([start[:, 0], end[:, 0]], 1)
@@ -137,8 +137,8 @@ def test_decoding_invariants_and_oracle(corpus, kind):
     start = np.full((len(f1), T), -10.0)
     end = np.full((len(f1), T), -10.0)
     rows = np.arange(len(f1))
-    start[rows, f1.enc.labels[:, 0]] = 10.0
-    end[rows, f1.enc.labels[:, 1]] = 10.0
+    start[rows, f1.labels[:, 0]] = 10.0
+    end[rows, f1.labels[:, 1]] = 10.0
     s, e = context_logits(start, end, f1)
     d = decode(v1, f1, s, e, np.stack([start[:, 0], end[:, 0]], 1), version=1)
     assert all(d.predictions[qid] == v1.answers[q][0] for q, qid in enumerate(v1.ids))

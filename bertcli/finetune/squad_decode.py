@@ -2,10 +2,11 @@
 
 Per window, the `n_best` highest start and end logits among its context tokens form the
 candidate spans; a span is kept when it ends at or after its start, is at most
-`max_answer_length` tokens long and starts where its window has the most context on that token
-(Google's run_squad.py; the same span from another window is then not counted twice). Candidates
-of all windows of a question compete on start + end logit; the best `n_best` distinct texts form
-the n-best list with softmax probabilities. Nothing outside the context can be chosen: only
+`max_answer_length` tokens long and covers text (a bare-space token never starts or ends one).
+Candidates of all windows of a question compete on start + end logit; the best `n_best` distinct
+texts form the n-best list with softmax probabilities (a span seen by several windows counts once,
+with its best score). Google's run_squad.py also drops spans whose start token has more context
+in another window; that loses answers which lie whole only in the other window, so it is not done. Nothing outside the context can be chosen: only
 context positions are ever read.
 
 v2.0: the null score of a question is the lowest start + end logit at the first token over its
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcli.finetune.squad_data import SquadSplit
-from bertcli.finetune.squad_features import Features
+from bertcli.finetune.squad_features import Windows
 
 
 @dataclass
@@ -31,9 +32,9 @@ class Decoded:
     null_odds: dict[str, float]          # question id -> null score - best span score (v2.0)
 
 
-def context_logits(start: np.ndarray, end: np.ndarray, f: Features) -> tuple[np.ndarray, np.ndarray]:
+def context_logits(start: np.ndarray, end: np.ndarray, f: Windows) -> tuple[np.ndarray, np.ndarray]:
     """[F, T] full-window logits -> [F, D] context-only logits (-inf past each window's context)."""
-    D = f.max_context.shape[1]
+    D = f.nonempty.shape[1]
     j = np.arange(D)[None, :]
     cols = np.minimum(f.ctx_start[:, None] + j, start.shape[1] - 1)
     valid = j < f.doc_len[:, None]
@@ -49,7 +50,7 @@ def _top(x: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(-x, k - 1, axis=1)[:, :k]
 
 
-def decode(split: SquadSplit, f: Features, doc_start_logits: np.ndarray, doc_end_logits: np.ndarray,
+def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_logits: np.ndarray,
            null_logits: np.ndarray, n_best: int = 20, max_answer_length: int = 30,
            version: int = 1, null_threshold: float = 0.0) -> Decoded:
     """`doc_*_logits` [F, D] from context_logits; `null_logits` [F, 2] the start and end logit at
@@ -62,7 +63,7 @@ def decode(split: SquadSplit, f: Features, doc_start_logits: np.ndarray, doc_end
         rows = np.arange(F_)[:, None, None]
         s, e = si[:, :, None], ei[:, None, :]                                      # [F, k, 1], [F, 1, k]
         score = doc_start_logits[rows, s] + doc_end_logits[rows, e]                # [F, k, k]
-        ok = ((e >= s) & (e - s + 1 <= max_answer_length) & np.isfinite(score) & f.max_context[rows, s]
+        ok = ((e >= s) & (e - s + 1 <= max_answer_length) & np.isfinite(score)
               & f.nonempty[rows, s] & f.nonempty[rows, e])
         cand_f, cand_a, cand_b = np.nonzero(ok)
         cand_s, cand_e = si[cand_f, cand_a], ei[cand_f, cand_b]

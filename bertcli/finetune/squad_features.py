@@ -24,7 +24,6 @@ import numpy as np
 
 from bertcli import console
 from bertcli.errors import UserError
-from bertcli.finetune.encode import Encoded
 from bertcli.finetune.squad_data import SquadSplit
 
 CHUNK = 4096  # texts per encode_batch call
@@ -62,23 +61,29 @@ def template_of(tok) -> Template:
 
 
 @dataclass
-class Features:
-    """All windows of a split. Window f belongs to question `example[f]`; its context tokens sit
+class Windows:
+    """All windows of a split, flat: window f is ids[offsets[f]:offsets[f + 1]]. Window f belongs to question `example[f]`; its context tokens sit
     at positions ctx_start[f] .. ctx_start[f] + doc_len[f] - 1 and are the context's tokens
     doc_start[f] .. (indices into spans[context of the question])."""
 
-    enc: Encoded               # ids / types / window offsets; labels int64 [F, 2] (start, end) or None
+    ids: np.ndarray            # int32 [total tokens]
+    types: np.ndarray          # int8  [total tokens]
+    offsets: np.ndarray        # int64 [F + 1]
+    labels: np.ndarray | None  # int64 [F, 2] (start, end) positions in the window; None without labels
     example: np.ndarray        # int32 [F]
     ctx_start: np.ndarray      # int32 [F]
     doc_start: np.ndarray      # int32 [F]
     doc_len: np.ndarray        # int32 [F]
-    max_context: np.ndarray    # bool [F, D]: token j of window f has its most context there (Google's rule)
     nonempty: np.ndarray       # bool [F, D]: token j of window f covers some text (not a bare space)
     spans: list[np.ndarray]    # per unique context: int64 [tokens, 2] character spans
     unaligned: int = 0         # training answers whose edges fall inside a token
 
     def __len__(self) -> int:
         return len(self.example)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
 
 
 def tight_spans(context: str, offsets: list[tuple[int, int]]) -> np.ndarray:
@@ -124,7 +129,7 @@ def answer_tokens(spans: np.ndarray, start: int, end: int) -> tuple[int, int]:
 
 
 def build_features(tok, split: SquadSplit, max_seq_length: int, doc_stride: int, max_query_length: int,
-                   zero_types: bool = False, labels: bool = True) -> Features:
+                   zero_types: bool = False, labels: bool = True) -> Windows:
     """Windows of every question of `split`. `tok` is the checkpoint's `tokenizers.Tokenizer`
     (a copy is used, never modified); `zero_types` for models with one token type (RoBERTa)."""
     from tokenizers import Tokenizer
@@ -182,53 +187,20 @@ def build_features(tok, split: SquadSplit, max_seq_length: int, doc_stride: int,
             if start + length >= n:
                 break
             start += min(length, doc_stride)
-    enc = Encoded(np.concatenate(ids), np.concatenate(types), np.cumsum(lengths, dtype=np.int64),
-                  np.asarray(lab, dtype=np.int64) if labels else None)
-    f = Features(enc, np.asarray(example, np.int32), np.asarray(ctx_start, np.int32), np.asarray(doc_start, np.int32),
-                 np.asarray(doc_len, np.int32), np.zeros((0, 0), bool), np.zeros((0, 0), bool), spans, unaligned)
-    f.max_context = max_context(f)
+    f = Windows(np.concatenate(ids), np.concatenate(types), np.cumsum(lengths, dtype=np.int64),
+                np.asarray(lab, dtype=np.int64) if labels else None, np.asarray(example, np.int32), np.asarray(ctx_start, np.int32), np.asarray(doc_start, np.int32),
+                 np.asarray(doc_len, np.int32), np.zeros((0, 0), bool), spans, unaligned)
     f.nonempty = nonempty(f, split.context_of)
     return f
 
 
-def max_context(f: Features) -> np.ndarray:
-    """bool [F, D]: a token seen by several windows belongs to the one where it has the most
-    context on its shorter side (min(left, right) + 0.01 * window length), as in Google's
-    run_squad.py; answers are only started there."""
-    D = int(f.doc_len.max()) if len(f) else 0
-    j = np.arange(D)[None, :]                                               # [1, D]
-    valid = j < f.doc_len[:, None]                                          # [F, D]
-    score = np.minimum(j, f.doc_len[:, None] - 1 - j) + 0.01 * f.doc_len[:, None]
-    score = np.where(valid, score, -np.inf)
-    token = f.doc_start[:, None] + j                                        # [F, D] context token index
-    out = np.zeros((len(f), D), dtype=bool)
-    # windows of one question are consecutive: compare each window with its neighbours' scores
-    bounds = np.flatnonzero(np.r_[True, f.example[1:] != f.example[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b - a == 1:
-            out[a] = valid[a]
-            continue
-        n_tok = int((f.doc_start[a:b] + f.doc_len[a:b]).max())
-        best = np.full(n_tok, -np.inf)
-        owner = np.full(n_tok, -1)
-        for w in range(a, b):
-            m = valid[w]
-            t, s = token[w][m], score[w][m]
-            better = s > best[t]
-            best[t[better]], owner[t[better]] = s[better], w
-        for w in range(a, b):
-            m = valid[w]
-            out[w, : m.sum()] = owner[token[w][m]] == w
-    return out
-
-
-def nonempty(f: Features, context_of: list[int]) -> np.ndarray:
+def nonempty(f: Windows, context_of: list[int]) -> np.ndarray:
     """bool [F, D]: which window positions hold a token with a non-empty span."""
-    out = np.zeros(f.max_context.shape, dtype=bool)
+    out = np.zeros((len(f), int(f.doc_len.max()) if len(f) else 0), dtype=bool)
     for w in range(len(f)):
         sp = f.spans[context_of[f.example[w]]][f.doc_start[w]:f.doc_start[w] + f.doc_len[w]]
         out[w, : len(sp)] = sp[:, 1] > sp[:, 0]
     return out
 
 
-__all__ = ["Template", "template_of", "Features", "build_features", "tight_spans", "answer_tokens", "max_context"]
+__all__ = ["Template", "template_of", "Windows", "build_features", "tight_spans", "answer_tokens"]
