@@ -11,6 +11,7 @@ import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from squad_synth import all_text, tiny_checkpoint, write_squad
 
+from bertcli.errors import UserError
 from bertcli.finetune.squad_data import load_squad
 
 # Short windows so the ~60-120-word contexts need several (the shipped 384 / 128 / 64 cover
@@ -112,8 +113,11 @@ def test_datasets_layouts_read_as_the_json(squad, tmp_path):
             for a, b in ((got.train, ref.train), (got.dev, ref.dev)):
                 assert a.ids == b.ids and a.answers == b.answers and a.starts == b.starts
                 assert a.questions == b.questions and a.contexts == b.contexts
+        # --hub runs datasets.load_dataset itself: offline it reads a local folder of the hub's files
+        got = load_squad(hub=str(tmp_path / f"pq{version}"), version=version)
+        assert got.layout == "hub" and got.dev.ids == ref.dev.ids and got.train.answers == ref.train.answers
         # the datasets layout of v2.0 data without --version 2 (and the reverse) is refused
-        with pytest.raises(Exception, match="--version 2" if version == 2 else "v1.1"):
+        with pytest.raises(UserError, match="--version 2" if version == 2 else "v1.1"):
             load_squad(tmp_path / f"disk{version}", version=3 - version)
 
 
@@ -127,7 +131,8 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     root, data, ckpt = squad
     run = lambda *a: run_cli("finetune", "squad", "-c", ckpt, *a, cwd=tmp_path)  # noqa: E731
     assert_user_error(run("-d", data[2]), "SQuAD v2.0", "--version 2")
-    assert_user_error(run("-d", data[1], "--version", "2"), "v1.1", "drop --version 2")
+    with pytest.raises(UserError, match="drop --version 2|v1.1"):
+        load_squad(data[1], version=2)
 
     good = json.loads((data[1] / "train-v1.1.json").read_text())
     bad = json.loads(json.dumps(good))
@@ -141,9 +146,14 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     del bad["data"][1]["paragraphs"][0]["context"]
     d = _write(tmp_path / "shape", bad)
     (d / "dev-v1.1.json").write_text(json.dumps(good))
-    assert_user_error(run("-d", d), "data[1].paragraphs[0]", "'context'", "not SQuAD-shaped")
-
-    assert_user_error(run("-d", tmp_path / "nothing"), "does not exist")
+    with pytest.raises(UserError, match=r"data\[1\]\.paragraphs\[0\] has no 'context'.*not SQuAD-shaped"):
+        load_squad(d)
+    bad["data"] = {"x": 1}
+    _write(d, bad)
+    with pytest.raises(UserError, match="data is a dict, expected a list"):
+        load_squad(d)
+    with pytest.raises(UserError, match="does not exist"):
+        load_squad(tmp_path / "nothing")
     assert_user_error(run("-d", data[1], "--set", "finetune.squad.max_seq_length=8",
                           "--set", "finetune.squad.max_query_length=64"), "leave no room", "question")
     # --hub with real datasets.load_dataset code: offline (as in every test) it fails at once

@@ -16,6 +16,7 @@ windows; null odds = null score - best span score. The prediction is "" when the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +66,16 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
         score = doc_start_logits[rows, s] + doc_end_logits[rows, e]                # [F, k, k]
         ok = ((e >= s) & (e - s + 1 <= max_answer_length) & np.isfinite(score)
               & f.nonempty[rows, s] & f.nonempty[rows, e])
-        cand_f, cand_a, cand_b = np.nonzero(ok)
-        cand_s, cand_e = si[cand_f, cand_a], ei[cand_f, cand_b]
-        cand_score = score[cand_f, cand_a, cand_b]
+        # a window's n_best best pairs are all it can contribute to its question's n-best list
+        # (a text's best pair is in its window's top n_best, or n_best better texts are)
+        k = si.shape[1]
+        flat = np.where(ok, score, -np.inf).reshape(F_, k * k)                     # [F, k*k]
+        keep = _top(flat, n_best)                                                  # [F, n]
+        pick = np.isfinite(flat[np.arange(F_)[:, None], keep])
+        cand_f = np.nonzero(pick)[0]
+        pair = keep[pick]
+        cand_s, cand_e = si[cand_f, pair // k], ei[cand_f, pair % k]
+        cand_score = flat[cand_f, pair]
     else:
         cand_f = cand_s = cand_e = np.zeros(0, np.int64)
         cand_score = np.zeros(0, np.float32)
@@ -82,20 +90,27 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
     null_window = {}
     for w in np.argsort(null_scores, kind="stable")[::-1]:   # the lowest wins
         null_window[int(f.example[w])] = int(w)
-    s_logits, e_logits = doc_start_logits, doc_end_logits
+    # everything per candidate as plain lists (numpy scalars are slow in the loop below)
+    base = np.concatenate([[0], np.cumsum([len(sp) for sp in f.spans])]).astype(np.int64)
+    flat_spans = np.concatenate(f.spans) if f.spans else np.zeros((0, 2), np.int64)
+    ctx_of = np.asarray(split.context_of, dtype=np.int64)
+    tok0 = base[ctx_of[cand_q]] + f.doc_start[cand_f]                              # [n] first window token
+    c0s = flat_spans[tok0 + cand_s, 0].tolist() if len(cand_q) else []
+    c1s = flat_spans[tok0 + cand_e, 1].tolist() if len(cand_q) else []
+    s_log = doc_start_logits[cand_f, cand_s].tolist() if len(cand_q) else []
+    e_log = doc_end_logits[cand_f, cand_e].tolist() if len(cand_q) else []
+    scores = cand_score.tolist()
+    bounds = q_bounds.tolist()
     for q in range(len(split)):
         qid, context = split.ids[q], split.context(q)
         entries, seen = [], set()
-        for k in range(q_bounds[q], q_bounds[q + 1]):
-            w, a, b = int(cand_f[k]), int(cand_s[k]), int(cand_e[k])
-            sp = f.spans[split.context_of[q]]
-            c0, c1 = int(sp[f.doc_start[w] + a, 0]), int(sp[f.doc_start[w] + b, 1])
-            text = context[c0:c1]
+        for k in range(bounds[q], bounds[q + 1]):
+            text = context[c0s[k]:c1s[k]]
             if text in seen:
                 continue
             seen.add(text)
-            entries.append({"text": text, "answer_start": c0, "start_logit": float(s_logits[w, a]),
-                            "end_logit": float(e_logits[w, b]), "score": float(cand_score[k])})
+            entries.append({"text": text, "answer_start": c0s[k], "start_logit": s_log[k], "end_logit": e_log[k],
+                            "score": scores[k]})
             if len(entries) >= n_best:
                 break
         best = entries[0] if entries else None
@@ -104,18 +119,18 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
             nw = null_window[q]
             null_entry = {"text": "", "answer_start": -1, "start_logit": float(null_logits[nw, 0]),
                           "end_logit": float(null_logits[nw, 1]), "score": float(null[q])}
-            diff = float(null[q]) - (best["score"] if best else -np.inf)
-            odds[qid] = diff if np.isfinite(diff) else 1e9
+            diff = float(null[q]) - (best["score"] if best else -math.inf)
+            odds[qid] = diff if math.isfinite(diff) else 1e9
             preds[qid] = "" if best is None or diff > null_threshold else best["text"]
             entries = sorted(entries + [null_entry], key=lambda x: -x["score"])[:n_best + 1]
         else:
             preds[qid] = best["text"] if best else ""
-        scores = np.array([x["score"] for x in entries], dtype=np.float64)
-        if len(scores):
-            p = np.exp(scores - scores.max())
-            p /= p.sum()
-            for x, prob in zip(entries, p):
-                x["probability"] = float(prob)
+        if entries:   # softmax over the n-best scores
+            top = max(x["score"] for x in entries)
+            weights = [math.exp(x["score"] - top) for x in entries]
+            total = sum(weights)
+            for x, wgt in zip(entries, weights):
+                x["probability"] = wgt / total
         nbest[qid] = entries
     return Decoded(preds, best_spans, nbest, odds)
 

@@ -155,7 +155,8 @@ def build_features(tok, split: SquadSplit, max_seq_length: int, doc_stride: int,
         if room < 1:
             raise UserError(f"question {split.ids[i]!r}: its {len(q)} tokens and {tpl.specials} special "
                             f"tokens leave no room for the context in a {max_seq_length}-token window",
-                            where=split.source, fix="raise finetune.max_seq_length or lower finetune.max_query_length")
+                            where=split.source, fix="raise max_seq_length or lower max_query_length in the recipe's "
+                                                    "finetune.squad block (v2.0: finetune.squad_v2)")
         c = split.context_of[i]
         doc, n = ctx_ids[c], len(ctx_ids[c])
         first = last = -1
