@@ -295,8 +295,9 @@ class SquadConfig:
     """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
     null_score_diff_threshold; results.json reports the best threshold on dev too)."""
     scoring: Literal["auto", "words", "chars"] = "auto"
-    """EM/F1 over the official scripts' normalized words, or over characters for text without
-    spaces (Chinese, CMRC 2018); `auto` picks chars when the contexts have almost no spaces."""
+    """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
+    cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the
+    longest common run); `auto` picks chars when the dev contexts have almost no spaces."""
 
 
 @dataclass

@@ -144,13 +144,67 @@ def test_v2_empty_predictions_and_breakdown():
 
 
 def test_character_scoring_for_text_without_spaces():
+    """CMRC 2018's definitions: punctuation out, F1 from the longest common contiguous run."""
     assert M.exact("北京。", "北京") == 0.0
     assert M.exact("北京。", "北京", chars=True) == 1.0
-    # pred 北京市 vs gold 北京: P 2/3, R 1 -> 0.8
+    # pred 北京市 vs gold 北京: run 2, P 2/3, R 1 -> 0.8
     assert M.f1("北京市", "北京", chars=True) == pytest.approx(0.8)
+    # the same characters out of order share a run of 1 only (a bag would say 1.0)
+    assert M.f1("京北", "北京", chars=True) == pytest.approx(0.5)
+    # latin words inside Chinese text are one segment each
+    assert M.mixed_segmentation("在2008年Beijing举办") == ["在", "2008", "年", "beijing", "举", "办"]
     assert M.f1("北京市", "北京") == 0.0                # whitespace tokens: one word each, different
     assert not M.has_spaces(["中国的首都是北京。北京有很多人。"])
     assert M.has_spaces(["The capital of France is Paris."])
+
+
+def cmrc_reference(answers, prediction):
+    """cmrc2018_evaluate.py's calc_f1_score / calc_em_score, written from its definitions."""
+    sp_char = ["-", ":", "_", "*", "^", "/", "\\", "~", "`", "+", "=", "，", "。", "：", "？", "！", "“", "”",
+               "；", "’", "《", "》", "……", "·", "、", "「", "」", "（", "）", "－", "～", "『", "』"]
+
+    def segs(text):
+        text, out, tmp = text.lower().strip(), [], ""
+        for ch in text:
+            if ch in sp_char:
+                continue
+            if re.search("[\u4e00-\u9fa5]", ch):
+                out += re.findall(r"\w+|[^\w\s]", tmp) if tmp else []
+                tmp = ""
+                out.append(ch)
+            else:
+                tmp += ch
+        return out + (re.findall(r"\w+|[^\w\s]", tmp) if tmp else [])
+
+    def lcs(a, b):
+        m = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+        best = 0
+        for i in range(len(a)):
+            for j in range(len(b)):
+                if a[i] == b[j]:
+                    m[i + 1][j + 1] = m[i][j] + 1
+                    best = max(best, m[i + 1][j + 1])
+        return best
+
+    f1s = []
+    for ans in answers:
+        a, p = segs(ans), segs(prediction)
+        n = lcs(a, p)
+        f1s.append(0 if n == 0 else 2 * (n / len(p)) * (n / len(a)) / ((n / len(p)) + (n / len(a))))
+    strip = lambda t: "".join(c for c in t.lower().strip() if c not in sp_char)  # noqa: E731
+    return max(f1s), float(any(strip(a) == strip(prediction) for a in answers))
+
+
+def test_character_scoring_agrees_with_the_cmrc_definitions():
+    rng = random.Random(3)
+    pieces = list("北京上海的是在年，。（）") + ["2008", "Beijing", " ", "-"]
+    text = lambda: "".join(rng.choices(pieces, k=rng.randint(1, 8)))  # noqa: E731
+    for _ in range(300):
+        golds = [text() for _ in range(rng.randint(1, 3))]
+        pred = rng.choice(golds) if rng.random() < 0.2 else text()
+        em, f = M.score_one(pred, golds, version=1, chars=True)
+        ref_f, ref_em = cmrc_reference(golds, pred)
+        assert f == pytest.approx(ref_f) and em == ref_em, (pred, golds)
 
 
 # ------------------------------------------------------------------- against the definitions

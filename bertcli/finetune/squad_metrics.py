@@ -11,16 +11,18 @@ empty string), and its F1 is 1 when prediction and gold are both empty, 0 when o
 the HasAns / NoAns breakdown, the no-answer-probability threshold (`null_odds.json` is its
 `--na-prob-file`) and the best threshold over dev (`best_exact_thresh`, `best_f1_thresh`).
 
-`chars=True` scores text without spaces (Chinese, CMRC 2018) over characters: the same
-normalization with every Unicode punctuation and all whitespace removed, each remaining
-character a token. All scores here are percentages, as the scripts print them.
+`chars=True` scores text without spaces as CMRC 2018's official cmrc2018_evaluate.py does:
+lowercase; "mixed segmentation" (each Chinese character its own segment, other text split into
+words and punctuation marks -- the script uses nltk's word_tokenize, approximated here by
+words and single marks); its punctuation list removed; F1 from the longest common contiguous
+run of segments (not a bag), EM on the strings without that punctuation. evaluate() reports
+percentages, as the scripts print them.
 """
 
 from __future__ import annotations
 
 import re
 import string
-import unicodedata
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
@@ -36,32 +38,66 @@ def normalize_answer(s: str) -> str:
     return " ".join(s.split())
 
 
-def _is_punct(ch: str) -> bool:
-    return ch in _PUNCT or unicodedata.category(ch).startswith("P")
+# cmrc2018_evaluate.py's sp_char (its one two-character entry never matches a character)
+_CMRC_PUNCT = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+_CJK = re.compile(r"[\u4e00-\u9fa5]")
+_WORDISH = re.compile(r"\w+|[^\w\s]")
 
 
-def char_tokens(s: str) -> list[str]:
-    """Characters of `s` lowercased, without punctuation (ASCII and Unicode, e.g. 。，「」) or spaces."""
-    return [ch for ch in s.lower() if not ch.isspace() and not _is_punct(ch)]
+def mixed_segmentation(s: str, remove_punct: bool = True) -> list[str]:
+    """CMRC 2018's segments: each Chinese character alone, other runs split into words and marks."""
+    out, run = [], []
+    for ch in s.lower().strip():
+        if remove_punct and ch in _CMRC_PUNCT:
+            continue
+        if _CJK.match(ch) or ch in _CMRC_PUNCT:
+            if run:
+                out.extend(_WORDISH.findall("".join(run)))
+                run = []
+            out.append(ch)
+        else:
+            run.append(ch)
+    if run:
+        out.extend(_WORDISH.findall("".join(run)))
+    return out
+
+
+def _cmrc_strip(s: str) -> str:
+    return "".join(ch for ch in s.lower().strip() if ch not in _CMRC_PUNCT)
+
+
+def longest_common_run(a: list[str], b: list[str]) -> int:
+    """Length of the longest common contiguous run of segments (the script's find_lcs)."""
+    best = 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                cur[j + 1] = prev[j] + 1
+                if cur[j + 1] > best:
+                    best = cur[j + 1]
+        prev = cur
+    return best
 
 
 def tokens(s: str, chars: bool = False) -> list[str]:
-    return char_tokens(s) if chars else normalize_answer(s).split()
+    return mixed_segmentation(s) if chars else normalize_answer(s).split()
 
 
 def exact(prediction: str, gold: str, chars: bool = False) -> float:
     if chars:
-        return float(char_tokens(prediction) == char_tokens(gold))
+        return float(_cmrc_strip(prediction) == _cmrc_strip(gold))
     return float(normalize_answer(prediction) == normalize_answer(gold))
 
 
 def f1(prediction: str, gold: str, version: int = 1, chars: bool = False) -> float:
-    """Token F1 (0..1). version 2: empty vs empty is 1, empty vs non-empty 0 (v1.1: always 0)."""
+    """Token F1 (0..1). version 2: empty vs empty is 1, empty vs non-empty 0 (v1.1: always 0).
+    chars: over CMRC 2018's segments, the overlap being their longest common run."""
     pred, ref = tokens(prediction, chars), tokens(gold, chars)
     if version == 2 and (not pred or not ref):
         return float(pred == ref)
-    common = Counter(pred) & Counter(ref)
-    same = sum(common.values())
+    same = longest_common_run(ref, pred) if chars else sum((Counter(pred) & Counter(ref)).values())
     if same == 0:
         return 0.0
     precision, recall = same / len(pred), same / len(ref)
@@ -176,5 +212,5 @@ def has_spaces(texts: Iterable[str], sample: int = 200) -> bool:
     return total == 0 or spaces * 40 >= total
 
 
-__all__ = ["normalize_answer", "char_tokens", "exact", "f1", "score_one", "raw_scores", "evaluate",
+__all__ = ["normalize_answer", "mixed_segmentation", "longest_common_run", "exact", "f1", "score_one", "raw_scores", "evaluate",
            "apply_no_ans_threshold", "find_best_thresh", "has_spaces"]
