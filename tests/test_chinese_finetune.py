@@ -76,7 +76,8 @@ def test_ner_on_character_per_line_bio_files(ckpt, tmp_path):
     rng = random.Random(2)
     data = tmp_path / "data"
     data.mkdir()
-    for name, n in (("train.txt", 400), ("dev.txt", 100), ("test.txt", 20)):
+    # the People's Daily corpus's file names (example.train / .dev / .test)
+    for name, n in (("example.train", 400), ("example.dev", 100), ("example.test", 20)):
         blocks = ["\n".join(f"{c} {t}" for c, t in zip(*sentence(rng))) for _ in range(n)]
         (data / name).write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     out = tmp_path / "out"
@@ -88,7 +89,7 @@ def test_ner_on_character_per_line_bio_files(ckpt, tmp_path):
     assert dev["f1"] >= 0.9 and {"PER/f1", "LOC/f1", "ORG/f1"} <= set(dev), res.get("history")
 
     blocks = (out / "dev_predictions.txt").read_text(encoding="utf-8").strip("\n").split("\n\n")
-    gold = (data / "dev.txt").read_text(encoding="utf-8").strip("\n").split("\n\n")
+    gold = (data / "example.dev").read_text(encoding="utf-8").strip("\n").split("\n\n")
     assert len(blocks) == len(gold) == 100
     y_true, y_pred = [], []
     for b, g in zip(blocks, gold):
