@@ -268,7 +268,7 @@ def finetune_squad(
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
     from bertcli.finetune.squad import run_squad
 
-    run_squad(_recipe(recipe, set_), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
 
 
 def main(argv: list[str] | None = None) -> None:
