@@ -95,7 +95,7 @@ def tiny_tokenizer(kind: str, texts: list[str], vocab_size: int = 200):
 
 
 def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: str = "wordpiece",
-                    seed: int = 0, **model) -> Path:
+                    seed: int = 0, vocab_size: int = 300, **model) -> Path:
     """A randomly initialized L2 H64 encoder with a tokenizer trained on `texts`, saved as a
     Hugging Face directory (what `bertcli finetune` takes)."""
     import torch
@@ -107,7 +107,7 @@ def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: 
 
     special = {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}[kind]
     folder.mkdir(parents=True, exist_ok=True)
-    tok = tiny_tokenizer(kind, texts, vocab_size=300)
+    tok = tiny_tokenizer(kind, texts, vocab_size=vocab_size)
     write_hf_files(tok, TokenizerConfig(kind=kind, special_tokens=special, lowercase=kind != "bpe",
                                         strip_accents=kind != "bpe"), folder)
     info = load_tokenizer(folder)
