@@ -334,6 +334,10 @@ class SquadConfig:
     null_threshold: float = 0.0
     """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
     null_score_diff_threshold; results.json reports the best threshold on dev too)."""
+    bad_answers: Literal["error", "repair", "skip"] = "error"
+    """An answer_start that does not point at its answer text: `error` names the question;
+    `repair` moves it to the nearest occurrence of the text in the context (left out when there
+    is none); `skip` leaves the answer out. A question left without answers is left out."""
     scoring: Literal["auto", "words", "chars"] = "auto"
     """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
     cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the

@@ -146,6 +146,12 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     d = _write(tmp_path / "shift", bad)
     (d / "dev-v1.1.json").write_text(json.dumps(good))
     assert_user_error(run("-d", d), qa["id"], "answer_start", "train-v1.1.json")
+    # repair: moved back to the nearest occurrence of its text; skip: the question left out
+    fixed = load_squad(d, bad_answers="repair")
+    assert fixed.train.repaired == 1 and fixed.train.starts[0] == [qa["answers"][0]["answer_start"] - 3]
+    skipped = load_squad(d, bad_answers="skip")
+    assert skipped.train.dropped == 1 and qa["id"] not in skipped.train.ids
+    assert len(skipped.train) == len(fixed.train) - 1
 
     bad = json.loads(json.dumps(good))
     del bad["data"][1]["paragraphs"][0]["context"]
