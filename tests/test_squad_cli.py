@@ -168,4 +168,4 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     assert_user_error(run("-d", data[1], "--set", "finetune.squad.max_seq_length=8",
                           "--set", "finetune.squad.max_query_length=64"), "leave no room", "question")
     # --hub with real datasets.load_dataset code: offline (as in every test) it fails at once
-    assert_user_error(run("--hub", "rajpurkar/squad"), "load_dataset", "--hub rajpurkar/squad")
+    assert_user_error(run("--hub", "rajpurkar/squad"), "rajpurkar/squad", "--hub rajpurkar/squad", "offline")

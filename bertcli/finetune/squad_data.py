@@ -247,17 +247,11 @@ def _splits_of(folder: Path, layout: str) -> dict:
 
 
 def _load_hub(name: str) -> dict:
-    import datasets
-
     from bertcli.finetune.readers import _dataset_columns
+    from bertcli.hub import load_hub
 
-    try:
-        dd = datasets.load_dataset(name)
-    except Exception as e:  # offline, unknown name: the user's to fix
-        raise UserError(f"could not load {name!r} with datasets.load_dataset: {type(e).__name__}: {e}",
-                        where=f"--hub {name}",
-                        fix="check the name (rajpurkar/squad, rajpurkar/squad_v2) and the network, or "
-                            "download the data and pass --data-dir")
+    dd = load_hub(name, where=f"--hub {name}",
+                  local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass --data-dir")
     return {k: _dataset_columns(v, f"{name}[{k}]") for k, v in dd.items()}
 
 
