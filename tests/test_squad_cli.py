@@ -30,7 +30,9 @@ def squad(tmp_path_factory):
     data = {v: write_squad(root / f"v{v}", version=v, n_train=150, n_dev=30, seed=v, code_words=1) for v in (1, 2)}
     texts = [t for v in (1, 2) for p in sorted(data[v].glob("*.json")) for t in all_text(json.loads(p.read_text()))]
     ckpts = {"bert": tiny_checkpoint(root / "bert", texts),
-             "roberta": tiny_checkpoint(root / "roberta", texts, family="roberta", kind="bpe", vocab_size=1000)}
+             "roberta": tiny_checkpoint(root / "roberta", texts, family="roberta", kind="bpe", vocab_size=1000),
+             "modernbert": tiny_checkpoint(root / "modernbert", texts, family="modernbert", kind="bpe",
+                                           vocab_size=1000, local_attention=16)}
     return root, data, ckpts
 
 
@@ -40,9 +42,10 @@ def _gold(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version,family", [(1, "bert"), (2, "bert"), (2, "roberta")])
+@pytest.mark.parametrize("version,family", [(1, "bert"), (2, "bert"), (2, "roberta"), (1, "modernbert")])
 def test_learns_squad_through_the_cli(squad, tmp_path, version, family):
-    """WordPiece BERT on v1.1 and v2.0, byte-level BPE RoBERTa (one token type, <s> q </s></s> c </s>) on v2.0."""
+    """WordPiece BERT on v1.1 and v2.0; byte-level BPE RoBERTa (one token type, <s> q </s></s> c </s>)
+    on v2.0; ModernBERT (rotary positions, 16-token local windows, no token types) on v1.1."""
     root, data, ckpts = squad
     ckpt = ckpts[family]
     out = tmp_path / "out"
@@ -81,7 +84,8 @@ def test_learns_squad_through_the_cli(squad, tmp_path, version, family):
     from bertcli.model import load_checkpoint
 
     hf = tf.AutoModelForQuestionAnswering.from_pretrained(out).eval()
-    assert type(hf).__name__ == {"bert": "BertForQuestionAnswering", "roberta": "RobertaForQuestionAnswering"}[family]
+    assert type(hf).__name__ == {"bert": "BertForQuestionAnswering", "roberta": "RobertaForQuestionAnswering",
+                                 "modernbert": "ModernBertForQuestionAnswering"}[family]
     ours, report = load_checkpoint(out, head="qa")
     assert report.fresh == []
     ids = torch.randint(5, hf.config.vocab_size, (2, 24))
@@ -89,7 +93,7 @@ def test_learns_squad_through_the_cli(squad, tmp_path, version, family):
     types = torch.zeros_like(ids)
     with torch.no_grad():
         s, e = ours(ids, mask, types)
-        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        ref = hf(input_ids=ids, attention_mask=mask, **({} if family == "modernbert" else {"token_type_ids": types}))
     torch.testing.assert_close(s, ref.start_logits, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(e, ref.end_logits, atol=1e-4, rtol=1e-4)
 
