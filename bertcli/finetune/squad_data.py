@@ -19,7 +19,7 @@ tokenized once.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ class SquadData:
     train: SquadSplit
     dev: SquadSplit
     version: int
-    notes: list[str] = field(default_factory=list)
 
 
 class _Builder:
