@@ -51,14 +51,20 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain"):
-    """Load the recipe and check it was made for `command` (pretrain / tokenize / build-data use
-    the pretraining sections, finetune the finetune section)."""
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
+            writes: bool = False):
+    """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
+    pretraining sections, finetune the finetune section); `writes`: the command writes its
+    output_dir / cache_dir, checked now, before any work (bertcli.paths)."""
     from bertcli.recipe import check_purpose, load_recipe
 
     recipe = load_recipe(spec, overrides or [])
     if command is not None:
         check_purpose(recipe, command)
+    if writes:
+        from bertcli.paths import check_recipe_outputs
+
+        check_recipe_outputs(recipe)
     return recipe
 
 
@@ -132,7 +138,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli.tokenizer import run_tokenize
 
-    _show(run_tokenize(_recipe(recipe, set_, "tokenize"), force=force))
+    _show(run_tokenize(_recipe(recipe, set_, "tokenize", writes=True), force=force))
 
 
 @app.command("build-data")
@@ -143,7 +149,7 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     when the run reaches them, or now with --all-phases."""
     from bertcli.train.phases import build_phase_data
 
-    for result in build_phase_data(_recipe(recipe, set_, "build-data"), force=force, all_phases=all_phases):
+    for result in build_phase_data(_recipe(recipe, set_, "build-data", writes=True), force=force, all_phases=all_phases):
         _show(result)
 
 
@@ -159,7 +165,7 @@ def pretrain(
     save a checkpoint and exit with 128 + the signal number."""
     from bertcli.train.pipeline import run_pretrain
 
-    result = run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+    result = run_pretrain(_recipe(recipe, set_, writes=True), resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 

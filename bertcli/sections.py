@@ -3,13 +3,16 @@
 by `recipe.resolve`, so the recipe saved next to every output holds concrete values only.
 
 Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
-stage's output (e.g. number of processes) and so do not invalidate its cache.
+stage's output (e.g. number of processes) and so do not invalidate its cache. Every number
+field declares its range with `num` (a count or interval used as a divisor is `ge=1`); whatever
+the bounds, a float setting must be finite (nan and inf are refused for every field, in
+`recipe.check_value`), and tests check that no numeric field is left without a range.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
 
@@ -20,8 +23,11 @@ def num(default, *, ge=None, gt=None, le=None, hash=True):
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
 
 
-def nohash(default):
-    """A field that does not change what a stage writes (excluded from its cache key)."""
+def nohash(default, **bounds):
+    """A field that does not change what a stage writes (excluded from its cache key); numbers
+    give their bounds as `num` does."""
+    if bounds:
+        return num(default, hash=False, **bounds)
     return field(default=default, metadata={"hash": False})
 
 
@@ -276,9 +282,13 @@ class TrainConfig:
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
-    """Sequences per forward/backward on one process; the rest is gradient accumulation.
-    Default: batch_size / number of processes. Does not change the result (up to rounding)."""
+    micro_batch_size: Union[int, Literal["auto"], None] = num("auto", ge=1, hash=False)
+    """Sequences per forward/backward on one process; the rest is gradient accumulation. `auto`:
+    the largest divisor of batch_size / processes that fits the device's free memory (CPU: the
+    kernel's MemAvailable and RLIMIT_AS) at data.max_seq_length, measured by probe forward passes;
+    the choice is logged. null: the whole per-process batch. A size that cannot fit stops before
+    the first step, naming the memory needed and available. Does not change the result (up to
+    rounding)."""
     grad_clip: Optional[float] = num(1.0, gt=0.0)
     """Clip the global gradient norm to this (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -289,14 +299,14 @@ class TrainConfig:
     """Wrap the model in torch.compile."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
-    log_every: int = nohash(10)
+    log_every: int = nohash(10, ge=1)
     """Log metrics every N steps."""
     eval_every: int = num(1000, ge=1)
     """Validate on the held-out split every N steps (and at the end)."""
     eval_batches: Optional[int] = num(50, ge=1)
     """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
     the held-out split (null: the whole validation split)."""
-    save_every: int = nohash(1000)
+    save_every: int = nohash(1000, ge=1)
     """Write a checkpoint every N steps (and at the end)."""
     keep_last: int = num(3, ge=1, hash=False)
     """Keep the newest N step checkpoints (final/ is always kept)."""
