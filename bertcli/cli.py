@@ -43,7 +43,7 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER.")
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -200,6 +200,24 @@ def finetune_glue(
     run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
 
 
+@finetune_app.command("squad")
+def finetune_squad(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+                                            "a `datasets` save_to_disk directory or parquet files."),
+    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+) -> None:
+    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
+    best model and predictions.json / nbest_predictions.json / null_odds.json."""
+    from bertcli.finetune.squad import run_squad
+
+    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+
+
 @finetune_app.command("ner")
 def finetune_ner(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
@@ -257,24 +275,6 @@ def features(
 
     extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                      id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
-
-
-@finetune_app.command("squad")
-def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                            "a `datasets` save_to_disk directory or parquet files."),
-    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
-) -> None:
-    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
-    best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli.finetune.squad import run_squad
-
-    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -46,7 +46,9 @@ class SquadTask(Task):
         self.chars = self.block.scoring == "chars" or (
             self.block.scoring == "auto" and not squad_metrics.has_spaces(data.dev.contexts))
         self.data = TaskSplits(train, [data.dev], [], data.layout, data.source,
-                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words"})
+                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words",
+                                "answers_repaired": {"train": data.train.repaired, "dev": data.dev.repaired},
+                                "answers_dropped": {"train": data.train.dropped, "dev": data.dev.dropped}})
         self.unaligned: dict[str, int] = {}
         self.windows: dict[str, int] = {}
 
@@ -162,7 +164,8 @@ def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str |
     checkpoint = Path(checkpoint)
     check_checkpoint(checkpoint)
     console.log(f"reading SQuAD {'v2.0' if version == 2 else 'v1.1'} from {hub or data_dir}")
-    data = load_squad(data_dir, hub, version)
+    block = recipe.finetune.squad if version == 1 else recipe.finetune.squad_v2
+    data = load_squad(data_dir, hub, version, bad_answers=block.bad_answers)
     task = SquadTask(data, recipe.finetune, version)
     out = Path(out) if out is not None else Path("runs") / task.name / default_out(checkpoint).name
     results = run_task(task, recipe, checkpoint, out,

@@ -212,5 +212,5 @@ def has_spaces(texts: Iterable[str], sample: int = 200) -> bool:
     return total == 0 or spaces * 40 >= total
 
 
-__all__ = ["normalize_answer", "mixed_segmentation", "longest_common_run", "exact", "f1", "score_one", "raw_scores", "evaluate",
-           "apply_no_ans_threshold", "find_best_thresh", "has_spaces"]
+__all__ = ["normalize_answer", "mixed_segmentation", "longest_common_run", "exact", "f1", "score_one",
+           "raw_scores", "evaluate", "apply_no_ans_threshold", "find_best_thresh", "has_spaces"]
