@@ -43,7 +43,7 @@ from bertcli import console, reproducible
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
 TOKENIZER_VERSION = 1
 INFO_FILE = "tokenizer_info.json"
@@ -340,9 +340,10 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
     rebuilds both."""
     path = tokenizer_dir(recipe)
-    if is_complete(path) and not force:
-        return _reused(path)
-    return _build(recipe, path, force)
+    with stage_guard(path, "tokenizer"):
+        if is_complete(path) and not force:
+            return _reused(path)
+        return _build(recipe, path, force)
 
 
 def ensure_tokenizer(recipe: Recipe) -> StageResult:
