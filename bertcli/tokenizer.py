@@ -45,7 +45,7 @@ from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
 from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2  # 2: reproducible training (bertcli/reproducible.py)
 INFO_FILE = "tokenizer_info.json"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 # token per role, in vocabulary order (the order is the id)
