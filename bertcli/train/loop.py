@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 
 from bertcli.testhooks import pause_point
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train.memory import release_free_memory
+from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
@@ -295,7 +295,7 @@ class Trainer:
                     lr = self.optimizer.param_groups[0]["lr"]
                     tokens_before = self.tokens
                     _, stopping = self._train_step(batches, stop)
-                    release_free_memory(self.step)  # flat memory over long runs (train/memory.py)
+                    release_free_memory(self.step)  # flat memory over long runs (train/heap.py)
                     interval_tokens += self.tokens - tokens_before
                     step, final = self.step, self.step >= cfg.max_steps
                     view.step(step)
