@@ -25,16 +25,18 @@ import torch
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.machine import advise_threads
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train import distributed
+from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
+from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
 # Sections whose change makes another run (train keys listed below may change on --resume).
 RUN_SECTIONS = ("seed", "corpus", "tokenizer", "data", "model", "train")
-RESUMABLE_TRAIN_KEYS = {"max_steps", "eval_every", "eval_batches", "max_bad_steps"}
+RESUMABLE_TRAIN_KEYS = {"max_steps", "max_time", "eval_every", "eval_batches", "max_bad_steps"}
 
 
 @dataclass
@@ -50,6 +52,9 @@ class PretrainResult:
     last: dict = field(default_factory=dict)
     last_val: dict = field(default_factory=dict)
     interrupted: Optional[int] = None               # signal number when stopped by a signal
+    train_seconds: float = 0.0                      # training time (a budgeted run's clock)
+    stage_seconds: float = 0.0                      # building stages in this run (not training time)
+    phases: list = field(default_factory=list)      # bertcli.train.phases.Phase of a multi-phase run
 
 
 # ----------------------------------------------------------------------- recipe comparison
@@ -130,24 +135,29 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
         last = ckpt_io.latest(run_dir)
         if last is None:
             return None  # a run of this recipe killed before its first checkpoint: start over
-        step = ckpt_io.read(last).step
-        raise UserError(f"the output directory already holds this recipe's run (checkpoint at step {step:,} of "
-                        f"{recipe.train.max_steps:,})", where=str(run_dir),
+        at = f" (checkpoint at step {ckpt_io.read(last).step:,} of {recipe.train.max_steps:,})" \
+            if _readable(last) else ""
+        raise UserError(f"the output directory already holds this recipe's run{at}", where=str(run_dir),
                         fix="--resume auto continues it; --force starts it over")
     if resume == "auto":
-        last = ckpt_io.latest(run_dir)
-        if last is None:
+        # the newest checkpoint that reads back complete; damaged newer ones are set aside (by _run)
+        ck = ckpt_io.resumable(run_dir, require=ckpt_io.TrainState.required_keys())
+        if ck is None:
             _refuse_another_run(run_dir, recipe)
             console.log(f"no checkpoint in {run_dir}: starting from scratch")
             return None
-        path = last
     else:
-        path = Path(resume)
-    from bertcli.train.loop import STATE_KEYS  # what Trainer._load will read
-
-    ck = ckpt_io.read(path, require=STATE_KEYS)
+        ck = ckpt_io.read(Path(resume), require=ckpt_io.TrainState.required_keys())
     check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
     return ck
+
+
+def _readable(path: Path) -> bool:
+    try:
+        ckpt_io.read(path)
+        return True
+    except UserError:
+        return False
 
 
 def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
@@ -164,8 +174,8 @@ def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
     train = [d for d in differences(saved, recipe, ("train",)) if d[0].split(".", 1)[1] not in RESUMABLE_TRAIN_KEYS]
     if train:
         raise UserError(f"the training settings changed since the checkpoint: {_describe(train)}", where=str(where),
-                        fix="only train.max_steps, eval_every, eval_batches, max_bad_steps and machine settings may "
-                            "change on --resume; restore the others or start a new run")
+                        fix="only train.max_steps, max_time, eval_every, eval_batches, max_bad_steps and machine "
+                            "settings may change on --resume; restore the others or start a new run")
 
 
 def _clear_run(run_dir: Path) -> None:
@@ -215,28 +225,42 @@ def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = Fal
 def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.model import build_model, save_checkpoint
+    from bertcli.model import build_model, parameter_counts, save_checkpoint
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.loop import Trainer, TrainInputs
 
     check_precision(recipe.train.precision, d.device)
+    advise_threads(d.device)
     run_dir = recipe.out
     ck = prepare_run(recipe, resume, force)
     distributed.barrier(d)  # every process has checked before rank 0 changes anything
     if d.main and force:
         _clear_run(run_dir)
     t0 = time.monotonic()
-    tok_result, data_result = _stages(recipe, d)
-    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result])
+    phases = plan(recipe)
+    start_phase = phase_of(phases, (ck.step if ck is not None else 0) + 1)   # the stages it needs now
+    tok_result, data_result = _stages(start_phase.recipe, d)
+    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result],
+                            stage_seconds=time.monotonic() - t0, phases=phases if recipe.train.phases else [])
+    result.stages[1] = stage_name(data_result, start_phase)
     for s in result.stages:
         console.log(f"{s.name}: {'reused' if s.reused else 'built'} {s.path}")
     tok = load_tokenizer(tok_result.path)
     data = load_data(data_result.path)
     train_split, val_split = data["train"], data["validation"]
-    if ck is not None and ck.state.get("train_rows") not in (None, len(train_split)):
-        raise UserError(f"the checkpoint was trained on {ck.state['train_rows']:,} rows, the data has "
-                        f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+    hashes = provenance.inputs_sha256(tok_result.path, data_result.path)
+    same_phase = ck is not None and phase_of(phases, max(1, ck.step)) is start_phase   # not at a boundary
+    if ck is not None:
+        # At a phase boundary the data is the next phase's: only the tokenizer must be the same.
+        provenance.check_same_inputs(ck.state, hashes, ck.path, tok_result.path, data_result.path,
+                                     compare=("tokenizer_sha256", "data_sha256") if same_phase else ("tokenizer_sha256",))
+        if same_phase and ck.state.train_rows not in (None, len(train_split)):
+            raise UserError(f"the checkpoint was trained on {ck.state.train_rows:,} rows, the data has "
+                            f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+        if d.main:
+            ckpt_io.set_aside_damaged(ck)
 
+    memory.check_model_fits(parameter_counts(recipe.model, tok.vocab_size)["total"], d.device)  # before allocating it
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
     model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
     if d.main:
@@ -245,32 +269,56 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         ckpt_io.prune(run_dir, recipe.train.keep_last)
     result.resumed_from = ck.path if ck is not None else None
     if ck is not None:
-        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state['consumed_samples']:,} samples)")
+        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state.consumed_samples:,} samples)")
     inputs = TrainInputs(
         recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
         n_train=len(train_split), n_val=len(val_split),
-        collate=PretrainCollator(tok, recipe.data, recipe.seed),
+        collate=PretrainCollator(tok, start_phase.recipe.data, recipe.seed),
         hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck)
-    if ck is not None and ck.step >= recipe.train.max_steps:
-        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,})")
-        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
+        run_dir=run_dir, dist=d, resume=ck, phases=phases, inputs_sha256=hashes,
+        open_phase=lambda ph: _open_phase(ph, tok, d, result))
+    budget = budget_seconds(recipe.train)
+    if ck is not None and (ck.step >= recipe.train.max_steps
+                           or (budget is not None and ck.state.elapsed_s >= budget)):
+        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
+                    f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
+        result.train_seconds = float(ck.state.elapsed_s)
+        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.tokens)
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
         result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
     else:
         trainer = Trainer(inputs)
         console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
-                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {recipe.train.batch_size} = "
+                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {trainer.batch_size} = "
                     f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
         out = trainer.fit()
         result.step, result.tokens, result.checkpoint = out.step, out.tokens, out.checkpoint
         result.last, result.last_val, result.interrupted = out.last, out.last_val, out.interrupted
+        result.train_seconds = out.train_seconds
+        result.stage_seconds += out.stage_seconds
     result.seconds = time.monotonic() - t0
     if d.main:
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
                         summary_rows(result, recipe))
     return result
+
+
+def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
+    """A later phase's data for the trainer: its stage (built when missing, as at the start of a
+    run) loaded as the loop reads it."""
+    from bertcli.data.collator import PretrainCollator
+    from bertcli.data.dataset import PretrainDataset, load_data
+    from bertcli.train.loop import PhaseData
+
+    _, data_result = _stages(ph.recipe, d)
+    data_result = stage_name(data_result, ph)
+    result.stages.append(data_result)
+    console.log(f"{data_result.name}: {'reused' if data_result.reused else 'built'} {data_result.path}")
+    data = load_data(data_result.path)
+    return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
+                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed),
+                     provenance.content_sha256(data_result.path, ["*.arrow"]))
 
 
 def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
@@ -280,6 +328,15 @@ def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
     if r.resumed_from:
         rows.append(("resumed from", str(r.resumed_from)))
     rows += [("steps", f"{r.step:,} / {r.max_steps:,}"), ("tokens", r.tokens), ("time", f"{r.seconds:,.1f} s")]
+    for ph in r.phases:
+        t = ph.recipe.train
+        rows.append((f"phase {ph.name}", f"steps {ph.start + 1:,}-{ph.end:,}, {ph.recipe.data.max_seq_length} tokens, "
+                                         f"batch {t.batch_size}, peak lr {t.learning_rate:g}"
+                                         f"{' (own schedule)' if ph.own_schedule else ''}"))
+    budget = budget_seconds(recipe.train)
+    if budget is not None:
+        rows.append(("training time", f"{format_seconds(r.train_seconds)} of the {recipe.train.max_time} budget "
+                                      f"(building stages: {format_seconds(r.stage_seconds)}, not counted)"))
     if r.last:
         rows.append(("train loss / MLM acc", f"{r.last['loss']:.4f} / {r.last['mlm_acc']:.4f}"))
     v = r.last_val
@@ -293,5 +350,5 @@ def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
         rows.append(("next", "the same command with --resume auto continues from the checkpoint"))
     elif r.checkpoint:
         rows.append(("next", f"bertcli fill-mask --checkpoint {r.checkpoint} \"...\"  |  "
-                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir GLUE"))
+                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir glue_data"))
     return rows
