@@ -66,6 +66,7 @@ def main() -> None:
     from bertcli.model.hf import to_hf_config
     from bertcli.recipe import load_recipe
     from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+    from bertcli.train.heap import release_free_memory
     from bertcli.train.loop import StopFlag, Trainer, TrainInputs
     from bertcli.train.optim import build_optimizer
 
@@ -92,6 +93,7 @@ def main() -> None:
     def ours_step() -> int:
         batches = [next(ours_it) for _ in range(trainer.accum)]
         trainer._train_step(batches, stop)
+        release_free_memory(trainer.step)  # as Trainer.fit does after each step
         return sum(int(b["attention_mask"].sum()) for b in batches)
 
     family = recipe.model.family
