@@ -38,7 +38,7 @@ from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import CorpusConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
 CORPUS_VERSION = 3  # 2: a lone document always goes to train; 3: Chinese splitting and line joins
@@ -210,14 +210,15 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
     cfg = recipe.corpus
     resolved = resolve_sources(cfg)
     path = corpus_dir(recipe, resolved)
-    if is_complete(path) and not force:
-        return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
-    start = time.perf_counter()
-    with building(path, recipe) as tmp:
-        info = _write(cfg, resolved, tmp, recipe.source)
-        info["seconds"] = round(time.perf_counter() - start, 3)
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-    return StageResult("corpus", path, False, summary_rows(info))
+    with stage_guard(path, "corpus"):
+        if is_complete(path) and not force:
+            return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
+        start = time.perf_counter()
+        with building(path, recipe) as tmp:
+            info = _write(cfg, resolved, tmp, recipe.source)
+            info["seconds"] = round(time.perf_counter() - start, 3)
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+        return StageResult("corpus", path, False, summary_rows(info))
 
 
 def load_corpus(recipe: Recipe) -> "datasets.DatasetDict":  # noqa: F821

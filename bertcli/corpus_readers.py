@@ -15,6 +15,7 @@ import gzip
 import json
 import lzma
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
@@ -149,7 +150,72 @@ def file_format(src: SourceConfig, p: Path) -> str:
 
 # ----------------------------------------------------------------------------- line reading
 def open_binary(p: Path) -> IO[bytes]:
-    return _OPENERS.get(_suffix(p)[1], open)(p, "rb")
+    """The file's bytes, decompressed for .gz/.bz2/.xz: a damaged or truncated compressed file
+    is one UserError naming it and where reading stopped (see _Decompressed)."""
+    opener = _OPENERS.get(_suffix(p)[1])
+    if opener is None:
+        return open(p, "rb")
+    raw = open(p, "rb")
+    try:
+        return _Decompressed(p, raw, opener(raw, "rb"))
+    except BaseException:
+        raw.close()
+        raise
+
+
+# what the decompressors raise on damaged or truncated input
+_DAMAGED = (EOFError, OSError, lzma.LZMAError, zlib.error)
+
+
+class _Decompressed:
+    """A decompressing reader that turns the decompressors' errors into one message: the file,
+    the line reading stopped in (for line reads), the uncompressed byte offset reached and the
+    compressed byte offset read."""
+
+    def __init__(self, path: Path, raw: IO[bytes], f: IO[bytes]):
+        self.path, self.raw, self.f, self.lines, self.offset = path, raw, f, 0, 0
+
+    def _fail(self, e: BaseException) -> UserError:
+        kind = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[_suffix(self.path)[1]]
+        cause = "it ends before the compressed stream does (truncated)" if isinstance(e, EOFError) else \
+            f"its {kind} data is damaged ({e})"
+        at = f"line {self.lines + 1}, " if self.lines else ""
+        where = f"{self.path}:{self.lines + 1}" if self.lines else str(self.path)
+        return UserError(f"cannot read {self.path.name}: {cause}; reading stopped at {at}uncompressed byte "
+                         f"{self.offset:,} (compressed byte {self.raw.tell():,} of {self.path.stat().st_size:,})",
+                         where=where,
+                         fix=f"check the file with `{kind} -t {self.path}`; download or copy it again, or remove "
+                             "it from corpus.sources")
+
+    def readline(self, limit: int = -1) -> bytes:
+        try:
+            line = self.f.readline(limit)
+        except _DAMAGED as e:
+            raise self._fail(e) from None
+        self.offset += len(line)
+        if line.endswith(b"\n"):
+            self.lines += 1
+        return line
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            data = self.f.read(n)
+        except _DAMAGED as e:
+            raise self._fail(e) from None
+        self.offset += len(data)
+        return data
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        finally:
+            self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def read_lines(p: Path, cfg: CorpusConfig, stats: ReadStats, what: str = "line") -> Iterator[tuple[int, str]]:

@@ -45,9 +45,9 @@ from bertcli.errors import UserError
 from bertcli.model.families import FAMILIES, family_spec
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2  # 2: reproducible training (bertcli/reproducible.py)
 INFO_FILE = "tokenizer_info.json"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 # token per role, in vocabulary order (the order is the id): each family's set (FamilySpec.special_tokens)
@@ -366,9 +366,10 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
     rebuilds both."""
     path = tokenizer_dir(recipe)
-    if is_complete(path) and not force:
-        return _reused(path)
-    return _build(recipe, path, force)
+    with stage_guard(path, "tokenizer"):
+        if is_complete(path) and not force:
+            return _reused(path)
+        return _build(recipe, path, force)
 
 
 def ensure_tokenizer(recipe: Recipe) -> StageResult:

@@ -26,7 +26,7 @@ from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
 DATA_VERSION = 3  # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
 INFO_FILE = "build_info.json"
@@ -49,9 +49,10 @@ def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)
     path = data_dir(recipe)
-    if not force and _up_to_date(path, tok):
-        return _reused(path)
-    return _build(recipe, tok, path)
+    with stage_guard(path, "data"):
+        if not force and _up_to_date(path, tok):
+            return _reused(path)
+        return _build(recipe, tok, path)
 
 
 def ensure_data(recipe: Recipe) -> StageResult:

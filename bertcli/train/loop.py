@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 from bertcli.testhooks import pause_point
 from bertcli.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
+from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
@@ -401,6 +402,7 @@ class Trainer:
                     tokens_before = self.tokens
                     _, stopping = self._train_step(batches, stop)
                     self._tick()
+                    release_free_memory(self.step)  # slower memory growth over long runs (train/heap.py)
                     interval_tokens += self.tokens - tokens_before
                     step, final = self.step, self.step >= cfg.max_steps or self._budget_spent()
                     # the end of a phase is validated and checkpointed: a resume can start at it

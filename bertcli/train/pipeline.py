@@ -13,6 +13,7 @@ wait, and only rank 0 writes the run's files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import time
@@ -210,9 +211,13 @@ def _stages(recipe: Recipe, d: distributed.Dist):
 # ---------------------------------------------------------------------------------- run
 def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
+    from bertcli.locks import run_lock
+
     d = distributed.init(recipe.train.device)
     try:
-        return _run(recipe, resume, force, d)
+        # one process per run directory: a second run on it fails at once, naming the holder
+        with run_lock(recipe.out) if d.main else contextlib.nullcontext():
+            return _run(recipe, resume, force, d)
     finally:
         distributed.shutdown()
 
