@@ -51,7 +51,7 @@ ABBREVIATIONS = frozenset(
     "est inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec al resp ca viz eq eqs "
     "sec ch pp u.s u.k a.m p.m ph.d gen col lt sgt rev gov".split())
 _CLOSERS = "\"'”’)]}»"
-_OPENERS = "\"'“‘([{«¿¡"
+_QUOTES_BEFORE_SENTENCE = "\"'“‘([{«¿¡"
 # Western end punctuation (then closing quotes/brackets) before whitespace; CJK end punctuation
 # 。！？ or an ellipsis ……, then closers (”’」』）...), ends a sentence with or without a space after
 # it, unless a comma-like mark follows (“好！”，他说 is one sentence); ASCII ! ? end one before an
@@ -108,14 +108,14 @@ def _split_paragraph(text: str, out: list[str]) -> None:
 
 def _ends_sentence(text: str, start: int, end: int) -> bool:
     nxt = end
-    while nxt < len(text) and (text[nxt].isspace() or text[nxt] in _OPENERS):
+    while nxt < len(text) and (text[nxt].isspace() or text[nxt] in _QUOTES_BEFORE_SENTENCE):
         nxt += 1
     if nxt >= len(text) or text[nxt].islower():
         return False
     if text[start:end].rstrip(_CLOSERS) != ".":
         return True  # ! ? ... and ?! end sentences without further checks
     word_start = text.rfind(" ", 0, start) + 1
-    word = text[word_start:start].lstrip(_OPENERS).lower()
+    word = text[word_start:start].lstrip(_QUOTES_BEFORE_SENTENCE).lower()
     if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return False
     return True
@@ -212,13 +212,13 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
     path = corpus_dir(recipe, resolved)
     with stage_guard(path, "corpus"):
         if is_complete(path) and not force:
-            return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
+            return StageResult("corpus", path, True, corpus_summary_rows(corpus_info(path)))
         start = time.perf_counter()
         with building(path, recipe) as tmp:
             info = _write(cfg, resolved, tmp, recipe.source)
             info["seconds"] = round(time.perf_counter() - start, 3)
             (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-        return StageResult("corpus", path, False, summary_rows(info))
+        return StageResult("corpus", path, False, corpus_summary_rows(info))
 
 
 def load_corpus(recipe: Recipe) -> "datasets.DatasetDict":  # noqa: F821
@@ -232,7 +232,7 @@ def corpus_info(path: Path) -> dict:
     return json.loads((Path(path) / INFO_FILE).read_text(encoding="utf-8"))
 
 
-def summary_rows(info: dict) -> list[tuple[str, object]]:
+def corpus_summary_rows(info: dict) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     rows = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
             ("sentences", f"{t['sentences']:,} train / {v['sentences']:,} validation"),

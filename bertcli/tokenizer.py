@@ -277,7 +277,7 @@ class _NoBar:
         pass
 
 
-def evaluate(tok: Tokenizer, unk_id: int, ds, causes: UnkCauses | None = None) -> dict:
+def measure_unk_rate(tok: Tokenizer, unk_id: int, ds, causes: UnkCauses | None = None) -> dict:
     """UNK rate and tokens per word on (up to EVAL_MAX_SENTENCES sentences of) a split; words are
     whitespace-separated runs, each CJK ideograph counting as one word. `causes` is told about
     every sentence holding an [UNK]."""
@@ -384,7 +384,7 @@ def _reused(path: Path) -> StageResult:
 
 
 def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
-    from bertcli.corpus import build_corpus, corpus_info, summary_rows
+    from bertcli.corpus import build_corpus, corpus_info, corpus_summary_rows
 
     start = time.perf_counter()
     corpus = build_corpus(recipe, force=force)
@@ -407,7 +407,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     unk_id = tok.token_to_id(SPECIAL_TOKENS[cfg.special_tokens]["unk"])
     split = "validation" if len(dd["validation"]) else "train"
     causes = UnkCauses(tok, unk_id, stats.get("counts"), cfg.min_frequency)
-    quality = evaluate(tok, unk_id, dd[split], causes)
+    quality = measure_unk_rate(tok, unk_id, dd[split], causes)
     with building(path, recipe) as tmp:
         write_hf_files(tok, cfg, tmp)
         info = {"version": TOKENIZER_VERSION, "kind": cfg.kind, "vocab_size": size, "hf_class": hf_class(cfg),
@@ -422,7 +422,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                 "unk_causes": causes.result(),
                 "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
                 # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
-                "corpus_notes": summary_rows(cinfo)[3:]}
+                "corpus_notes": corpus_summary_rows(cinfo)[3:]}
         _write_json(tmp / INFO_FILE, info)
     _warn(info)
     return StageResult("tokenizer", path, False, _summary(info, reused=False))

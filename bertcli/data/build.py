@@ -76,7 +76,7 @@ def _up_to_date(path: Path, tok) -> bool:
 
 def _reused(path: Path) -> StageResult:
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
-    return StageResult("data", path, True, summary_rows(info, reused=True))
+    return StageResult("data", path, True, data_summary_rows(info, reused=True))
 
 
 # ------------------------------------------------------------------------------------ build
@@ -171,7 +171,7 @@ def _build(recipe: Recipe, tok, path: Path) -> StageResult:
             info["train"]["masked_fraction"] = _dynamic_masked_fraction(tmp, tok, cfg, recipe.seed)
         info["seconds"] = round(time.perf_counter() - start, 3)
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
-    return StageResult("data", path, False, summary_rows(info, reused=False))
+    return StageResult("data", path, False, data_summary_rows(info, reused=False))
 
 
 def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, info: dict) -> list[str]:
@@ -279,7 +279,7 @@ def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000
     return round(len(batch["mlm_positions"]) / max(1, int(batch["attention_mask"].sum())), 6)
 
 
-def summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
+def data_summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     pair = {"nsp": "random B", "sop": "swapped"}.get(info["objective"])
     rows = [

@@ -105,7 +105,7 @@ def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, ba
     return task.decode(split, data, collected)
 
 
-def evaluate(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
+def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
     """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
     return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
             for name, (split, feats) in devs.items()}
@@ -164,7 +164,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
                 sched.step()
                 step += 1
                 bar.advance(1)
-            dev = evaluate(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
             train_mode()
             score = task.score(dev)
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,

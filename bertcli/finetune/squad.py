@@ -104,9 +104,9 @@ class SquadTask(Task):
         """The official script's output dict (percentages); v2.0 with the best thresholds, searched
         over each question's best non-null span against its null odds."""
         golds = dict(zip(split.ids, split.answers))
-        r = squad_metrics.evaluate(predictions.predictions, golds, self.version, chars=self.chars)
+        r = squad_metrics.official_scores(predictions.predictions, golds, self.version, chars=self.chars)
         if self.version == 2:
-            best = squad_metrics.evaluate(predictions.best_spans, golds, 2, na_probs=predictions.null_odds,
+            best = squad_metrics.official_scores(predictions.best_spans, golds, 2, na_probs=predictions.null_odds,
                                           chars=self.chars)
             r.update({k: v for k, v in best.items() if k.startswith("best_")})
         return r

@@ -346,7 +346,7 @@ class Trainer:
 
     # -------------------------------------------------------------------------- eval
     @torch.no_grad()
-    def evaluate(self) -> dict:
+    def validate(self) -> dict:
         if self.data.val_dataset is None or self.data.n_val == 0:
             return {}
         rows = None if self.cfg.eval_batches is None else self.cfg.eval_batches * self.batch_size
@@ -413,7 +413,7 @@ class Trainer:
                         now = time.monotonic()
                         rec = self._log_record(lr, interval_tokens / max(1e-9, now - interval_start))
                         if evaluating:
-                            val = self.evaluate()
+                            val = self.validate()
                             rec.update(val)
                             result.last_val = val
                         interval_start, interval_tokens = time.monotonic(), 0

@@ -300,7 +300,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     result.seconds = time.monotonic() - t0
     if d.main:
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
-                        summary_rows(result, recipe))
+                        pretrain_summary_rows(result, recipe))
     return result
 
 
@@ -321,7 +321,7 @@ def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
                      provenance.content_sha256(data_result.path, ["*.arrow"]))
 
 
-def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
+def pretrain_summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
     pair = recipe.data.objective if recipe.data.objective != "none" else None
     rows: list[tuple[str, object]] = [("stages", ", ".join(f"{s.name} {'reused' if s.reused else 'built'}"
                                                           for s in r.stages))]
