@@ -254,6 +254,8 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
     """Check (and gently convert) one value against a type hint."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if tp is object:  # free-form values checked by their own validator (train.phases[i].data)
+        return value
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -336,8 +338,11 @@ def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None
     the key, and again on the resolved recipe): finite, and within the field's declared bounds
     (`ge` / `gt` / `le` metadata). A nan compares false with every bound, so finiteness comes
     first: an unbounded float must not let nan or inf through either."""
-    numbers = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
-    for v in numbers:
+    if isinstance(value, dict):
+        numbers = [(f"{path}.{k}", v) for k, v in value.items()]
+    else:
+        numbers = [(path, v) for v in (value if isinstance(value, list) else [value])]
+    for path, v in numbers:
         if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         if isinstance(v, float) and not math.isfinite(v):
@@ -463,6 +468,10 @@ def validate(r: Recipe) -> None:
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
     if tr.precision == "fp16" and tr.device == "cpu":
         fail("train.precision fp16 needs CUDA (loss scaling); on CPU use bf16 or fp32")
+    if tr.phases or tr.max_time is not None:
+        from bertcli.train.phases import check_plan  # torch-free; checks each phase like a recipe
+
+        check_plan(r)
 
 
 # ----------------------------------------------------------------------------- help text

@@ -45,12 +45,31 @@ FLOATS = [(p, f) for p, f, t in FIELDS if t is float]
 DIVISORS = [(p, f) for p, f, t in FIELDS if t is int and (f.metadata.get("ge") or 0) >= 1]
 
 
+REQUIRED = {"path": "builtin"}  # placeholders for the required keys of list elements
+
+
 def _override(path: str, value: str) -> list[str]:
-    """--set items that put `value` at `path` (list elements are set through the whole list)."""
+    """--set items that put `value` at `path` (list elements are set through the whole list,
+    with their required keys)."""
     if "[0]." in path:
         section, key = path.split("[0].")
-        return [f"{section}=[{{path: builtin, {key}: {value}}}]"]
+        cls = next(typing.get_args(t)[0] for p, f, t in _lists() if p == section)
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING]
+        items = ", ".join([f"{r}: {REQUIRED[r]}" for r in required] + [f"{key}: {value}"])
+        return [f"{section}=[{{{items}}}]"]
     return [f"{path}={value}"]
+
+
+def _lists(cls=Recipe, prefix=""):
+    """(path, field, type) of the list-of-section fields."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name)
+        if dataclasses.is_dataclass(tp):
+            yield from _lists(tp, f"{prefix}{f.name}.")
+        elif typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+            yield f"{prefix}{f.name}", f, tp
 
 
 def test_the_enumeration_sees_every_section():

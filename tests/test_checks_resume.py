@@ -49,7 +49,9 @@ def train(run_dir: Path, *overrides, resume=None, model=None):
                          train_dataset=RowDataset(37), val_dataset=RowDataset(10, offset=1000), n_train=37, n_val=10,
                          collate=collate, hf_save=_hf_save, run_dir=run_dir, resume=resume,
                          inputs_sha256={"tokenizer_sha256": "t" * 64, "data_sha256": "d" * 64})
-    return Trainer(inputs).fit()
+    trainer = Trainer(inputs)
+    getattr(inputs.model, "arm", lambda: None)()      # from the first update on (not the memory probe)
+    return trainer.fit()
 
 
 def model_records(run_dir: Path):
@@ -63,10 +65,13 @@ class PoisonedAt(TinyModel):
 
     def __init__(self, step: int, value: float):
         super().__init__(dropout=0.0)
-        self.calls, self.step, self.value = 0, step, value
+        self.calls, self.step, self.value, self.armed = 0, step, value, False
+
+    def arm(self):
+        self.armed = True
 
     def forward(self, *args, **kw):
-        if self.training:
+        if self.training and self.armed:
             self.calls += 1
             if self.calls == self.step:
                 with torch.no_grad():

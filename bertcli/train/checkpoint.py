@@ -76,7 +76,12 @@ class TrainState:
     scaler: dict = field(default_factory=dict)  # GradScaler.state_dict() (fp16), else empty
     majority_acc: Optional[float] = None
     tokenizer_sha256: Optional[str] = None      # tokenizer.json the run was trained with
-    data_sha256: Optional[str] = None           # the built data's arrow files
+    data_sha256: Optional[str] = None           # the built data's arrow files (of the current phase)
+    phase: Optional[int] = None                 # multi-phase runs: the phase of the last update,
+    phase_name: Optional[str] = None            # where it started, the samples read of its data
+    phase_start: Optional[int] = None
+    phase_samples: Optional[int] = None
+    elapsed_s: float = 0.0                      # training seconds of every run of this training
     extra: dict = field(default_factory=dict)
 
     @classmethod
