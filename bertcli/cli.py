@@ -20,9 +20,30 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text and fine-tune them on GLUE.",
+    help="Pretrain BERT, RoBERTa, ALBERT and ModernBERT encoders from raw text; fine-tune them (GLUE, your own "
+         "files, SQuAD, NER), extract features, export and serve them.\n\nA mistake in a recipe or an input is "
+         "one message and exit code 2; add --debug (anywhere on the line, or BERTCLI_DEBUG=1) to see the "
+         "traceback instead.",
 )
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint on a benchmark.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from bertcli import __version__
+
+        console.out.print(f"bertcli {__version__}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error instead of the one-line message."),
+) -> None:
+    """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
+
+
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -30,12 +51,16 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]], writes: bool = False):
-    """The recipe; `writes`: the command writes its output_dir / cache_dir, checked now, before
-    any work (bertcli.paths)."""
-    from bertcli.recipe import load_recipe
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
+            writes: bool = False):
+    """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
+    pretraining sections, finetune the finetune section); `writes`: the command writes its
+    output_dir / cache_dir, checked now, before any work (bertcli.paths)."""
+    from bertcli.recipe import check_purpose, load_recipe
 
     recipe = load_recipe(spec, overrides or [])
+    if command is not None:
+        check_purpose(recipe, command)
     if writes:
         from bertcli.paths import check_recipe_outputs
 
@@ -55,36 +80,57 @@ def recipes() -> None:
 
     from bertcli.recipe import shipped_recipes
 
+    rows = []
     for name in shipped_recipes():
         text = (resources.files("bertcli.recipes") / f"{name}.yaml").read_text(encoding="utf-8")
-        first = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "")
-        console.out.print(f"[bold]{name:16}[/] {first}")
+        rows.append((name, recipe_description(text)))
+    console.table([("recipe", "bold"), ("description", "")], rows)
+
+
+def recipe_description(text: str) -> str:
+    """A recipe's one-line description: the first sentence of its opening comment, whole even
+    when it runs over several comment lines."""
+    words: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        words += line.lstrip("#").split()
+    sentence = " ".join(words)
+    for i, ch in enumerate(sentence):
+        # a sentence ends at ". " outside brackets (so "et al. 2020" inside parentheses stays)
+        if ch == "." and sentence[i + 1:i + 2] in (" ", "") and sentence[:i].count("(") == sentence[:i].count(")"):
+            if not sentence[max(0, i - 3):i].endswith(("al", "e.g", "i.e", "cf", "vs")):
+                return sentence[:i + 1]
+    return sentence
 
 
 @app.command()
-def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks")) -> None:
+def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
-    from rich.table import Table
-
     from bertcli.recipe import explain as rows_of
 
-    table = Table(show_lines=False, box=None, pad_edge=False)
-    for col in ("key", "type", "default", "help"):
-        table.add_column(col, overflow="fold")
-    for key, tp, default, doc in rows_of(section):
-        table.add_row(f"[bold]{key}[/]", tp, default, doc)
-    console.out.print(table)
+    # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
+    # taken for rich markup.
+    console.table([("key", "bold"), ("type", ""), ("default", ""), ("help", "")], list(rows_of(section)))
 
 
 @app.command()
-def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt) -> None:
+def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
+         yaml_only: bool = typer.Option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
+                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
     """Print the resolved recipe, what would be built where, and the model's size."""
     from bertcli.info import describe
 
-    r = _recipe(recipe, set_)
+    r = _recipe(recipe, set_, None)
     console.out.print(r.to_yaml(), markup=False)
+    if yaml_only:
+        return
+    # The tables follow as YAML comments, so that even the full output stays a valid recipe.
     for title, rows in describe(r):
-        console.summary(title, rows)
+        console.out.print(f"\n# {title}", markup=False)
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            console.out.print(f"#   {key:<{width}}  {console.fmt(value)}".rstrip(), markup=False)
 
 
 @app.command()
@@ -92,7 +138,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli.tokenizer import run_tokenize
 
-    _show(run_tokenize(_recipe(recipe, set_, writes=True), force=force))
+    _show(run_tokenize(_recipe(recipe, set_, "tokenize", writes=True), force=force))
 
 
 @app.command("build-data")
@@ -103,7 +149,7 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     when the run reaches them, or now with --all-phases."""
     from bertcli.train.phases import build_phase_data
 
-    for result in build_phase_data(_recipe(recipe, set_, writes=True), force=force, all_phases=all_phases):
+    for result in build_phase_data(_recipe(recipe, set_, "build-data", writes=True), force=force, all_phases=all_phases):
         _show(result)
 
 
@@ -151,7 +197,84 @@ def finetune_glue(
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
     from bertcli.finetune.run import run_glue
 
-    run_glue(_recipe(recipe, set_), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
+    run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
+
+
+@finetune_app.command("squad")
+def finetune_squad(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+                                            "a `datasets` save_to_disk directory or parquet files."),
+    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+) -> None:
+    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
+    best model and predictions.json / nbest_predictions.json / null_odds.json."""
+    from bertcli.finetune.squad import run_squad
+
+    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+
+
+@finetune_app.command("ner")
+def finetune_ner(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
+    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
+) -> None:
+    """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
+    from bertcli.finetune.ner import run_ner
+
+    run_ner(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, out=out)
+
+
+@finetune_app.command("classify")
+def finetune_classify(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
+    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
+    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
+    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
+) -> None:
+    """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
+    from bertcli.finetune.classify import run_classify
+
+    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+             "regression": True if regression else None}
+    run_classify(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
+                 **{k: v for k, v in flags.items() if v is not None})
+
+
+@app.command()
+def features(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
+    layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),
+    combine: str = typer.Option("concat", "--combine", help="concat, sum or mean over the layers."),
+    pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    max_seq_length: int = typer.Option(128, "--max-seq-length", help="Longer texts are truncated."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Texts per forward pass (bounds memory)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+) -> None:
+    """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
+    from bertcli.finetune.features import extract_features
+
+    extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
+                     id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 
 def main(argv: list[str] | None = None) -> None:

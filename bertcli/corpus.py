@@ -41,7 +41,7 @@ from bertcli.sections import CorpusConfig
 from bertcli.stages import StageResult, building, is_complete, stage_dir
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
-CORPUS_VERSION = 2  # 2: a lone document always goes to train
+CORPUS_VERSION = 3  # 2: a lone document always goes to train; 3: Chinese splitting and line joins
 INFO_FILE = "corpus_info.json"
 
 # ------------------------------------------------------------------------- sentence splitting
@@ -53,23 +53,41 @@ ABBREVIATIONS = frozenset(
 _CLOSERS = "\"'”’)]}»"
 _OPENERS = "\"'“‘([{«¿¡"
 # Western end punctuation (then closing quotes/brackets) before whitespace; CJK end punctuation
-# (then closers) ends a sentence with or without a space after it.
+# 。！？ or an ellipsis ……, then closers (”’」』）...), ends a sentence with or without a space after
+# it, unless a comma-like mark follows (“好！”，他说 is one sentence); ASCII ! ? end one before an
+# ideograph.
+_CJK_CLOSERS = "」』”’）】〕〉》\"'"
+_CJK_END = re.compile(f"(?:[。！？｡]+|…{{2,}})[{_CJK_CLOSERS}]*(?![，、；：,;:{_CJK_CLOSERS}])"
+                      f"|[!?]+[{_CJK_CLOSERS}]*(?=[\u4e00-\u9fff])")
 _WESTERN_END = re.compile(r"[.!?…]+[" + re.escape(_CLOSERS) + r"]*(?=\s)")
-_CJK_END = re.compile(r"[。！？｡]+[」』”’）】〕〉》\"']*|[!?](?=[\u3000-\u9fff\uff00-\uffef])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_LINE_BREAK = re.compile(r"[^\S\n]*\n\s*")
+# Scripts written without spaces (CJK ideographs and punctuation, kana, full-width forms, curly
+# quotes): a line break between two of them joins the lines without a space.
+_NO_SPACE = re.compile("[\u2018-\u201d\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
 def split_sentences(text: str) -> list[str]:
     """Split running text into sentences: after . ! ? … when the next word does not start in
     lower case and the period does not end an abbreviation or an initial ("Dr. Smith", "J. R.
     Tolkien", "e.g. this"); decimals ("3.14") have no space and never split; after 。！？
-    always. Blank lines end a sentence; single newlines are reflowed."""
+    always (and after ……), closing quotes and brackets included: 。” ends, “好！”，他说 does
+    not; a line of verse split by ， stays whole. Blank lines end a sentence; single newlines are
+    reflowed (with no space between two Chinese characters, as hard-wrapped Chinese has none)."""
     out: list[str] = []
     for para in _PARAGRAPH.split(text):
-        para = " ".join(para.split())
+        para = " ".join(_reflow(para.strip()).split())
         if para:
             _split_paragraph(para, out)
     return out
+
+
+def _reflow(para: str) -> str:
+    def join(m: re.Match) -> str:
+        before, after = para[m.start() - 1: m.start()], para[m.end(): m.end() + 1]
+        return "" if _NO_SPACE.match(before) and _NO_SPACE.match(after) else " "
+
+    return _LINE_BREAK.sub(join, para) if "\n" in para else para
 
 
 def _split_paragraph(text: str, out: list[str]) -> None:

@@ -25,6 +25,9 @@ import yaml
 
 from bertcli import sections
 from bertcli.errors import UserError, closest, did_you_mean
+from bertcli.model.config import resolve_model
+from bertcli.model.families import FAMILIES, family_spec
+from bertcli.model.families import position_offset as _offset
 from bertcli.sections import (
     CorpusConfig,
     DataConfig,
@@ -141,13 +144,40 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     else:
         text, where = find_recipe(spec)
         raw, lines = parse_yaml(text, where)
+    given = frozenset(k for k in raw if k in SECTIONS)      # sections the file itself sets
     for item in overrides:
         apply_override(raw, item, lines)
     recipe = build(Recipe, raw, "", _Ctx(where, lines))
     recipe.source = where
+    recipe.given_sections = given               # read by check_purpose; not a recipe field
     resolve(recipe)
     validate(recipe)
     return recipe
+
+
+PRETRAIN_SECTIONS = ("corpus", "tokenizer", "data", "model", "train")
+
+
+def check_purpose(recipe: Recipe, command: str) -> None:
+    """Refuse a recipe made for the other kind of command: `pretrain -r glue` would otherwise
+    train a 30k tokenizer from defaults, and `finetune -r bert-tiny` would fine-tune with
+    defaults nobody chose. A recipe file that sets both kinds of section (e.g. a run's saved
+    recipe.yaml) suits both; so does no recipe at all."""
+    given = getattr(recipe, "given_sections", frozenset())
+    if not given:
+        return
+    pretraining = any(s in given for s in PRETRAIN_SECTIONS)
+    finetuning = "finetune" in given
+    if command == "finetune" and pretraining and not finetuning:
+        raise UserError(f"{recipe.source} is a pretraining recipe: it has no finetune section for "
+                        "`bertcli finetune` to read",
+                        fix="use a fine-tuning recipe (-r glue, the default) or add a finetune: section to it; "
+                            "`bertcli recipes` lists them")
+    if command != "finetune" and finetuning and not pretraining:
+        raise UserError(f"{recipe.source} is a fine-tuning recipe (it sets only finetune), and `bertcli "
+                        f"{command}` needs a pretraining recipe",
+                        fix=f"fine-tune with `bertcli finetune ... -r {recipe.name}`, or {command} with a pretraining "
+                            "recipe such as bert-tiny (`bertcli recipes` lists them)")
 
 
 def parse_yaml(text: str, where: str) -> tuple[dict, dict[str, int]]:
@@ -383,42 +413,24 @@ def _type_name(tp: Any) -> str:
 
 
 # ------------------------------------------------------------------------------ resolution
-FAMILY_DEFAULTS = {
-    # field: (bert, roberta, albert)
-    "max_position_embeddings": (512, 514, 512),
-    "type_vocab_size": (2, 1, 2),
-    "layer_norm_eps": (1e-12, 1e-5, 1e-12),
-    "hidden_act": ("gelu", "gelu", "gelu_new"),
-    "sharing": ("none", "none", "all"),
-}
-
-
-def resolve_model(m: ModelConfig) -> ModelConfig:
-    """Fill the `model` fields left at None with the family's values (in place; returns `m`)."""
-    idx = ("bert", "roberta", "albert").index(m.family)
-    for name, values in FAMILY_DEFAULTS.items():
-        if getattr(m, name) is None:
-            setattr(m, name, values[idx])
-    if m.embedding_size is None:
-        m.embedding_size = 128 if m.family == "albert" else m.hidden_size
-    if m.classifier_dropout is None:
-        m.classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
-    return m
-
-
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
     m = resolve_model(r.model)
     t = r.tokenizer
     if t.special_tokens is None:
-        t.special_tokens = m.family          # each family's own set (tokenizer.SPECIAL_TOKENS)
+        t.special_tokens = m.family          # each family's own set (FamilySpec.special_tokens)
     if t.strip_accents is None:
         t.strip_accents = t.lowercase
+    tr = r.train
+    if tr.warmup_ratio is not None:
+        tr.warmup_steps = round(tr.warmup_ratio * tr.max_steps)
 
 
-def position_offset(m: ModelConfig) -> int:
-    """Index of the first position embedding used: RoBERTa counts from padding_idx + 1 = 2."""
-    return 2 if m.family == "roberta" else 0
+def position_offset(m: ModelConfig, special_tokens: Optional[str] = None) -> int:
+    """Index of the first position embedding used (RoBERTa: padding_idx + 1 = 2), with the pad
+    id of the special-token set (default: the family's own)."""
+    pad = family_spec(special_tokens or m.family).pad_id
+    return _offset(family_spec(m.family), pad)
 
 
 def validate(r: Recipe) -> None:
@@ -430,6 +442,12 @@ def validate(r: Recipe) -> None:
         raise UserError(what, where=where, fix=fix)
 
     check_values(r, "", where)
+    if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
+        from bertcli import console
+
+        console.log(f"warning: train.warmup_steps {tr.warmup_steps:,} >= train.max_steps {tr.max_steps:,}: the run "
+                    "never leaves warmup and never reaches its peak learning rate; set train.warmup_ratio "
+                    "(e.g. --set train.warmup_ratio=0.1) or a smaller train.warmup_steps")
     if m.hidden_size % m.num_attention_heads:
         fail(f"model.hidden_size {m.hidden_size} is not divisible by model.num_attention_heads "
              f"{m.num_attention_heads}", "pick a head count that divides the width (e.g. H/64 heads)")
@@ -441,24 +459,31 @@ def validate(r: Recipe) -> None:
     if m.vocab_size is not None and m.vocab_size != t.vocab_size:
         fail(f"model.vocab_size {m.vocab_size} differs from tokenizer.vocab_size {t.vocab_size}",
              "leave model.vocab_size unset (it follows the tokenizer) or make them equal")
-    usable = m.max_position_embeddings - position_offset(m)
+    offset = position_offset(m, t.special_tokens)
+    usable = m.max_position_embeddings - offset
     if d.max_seq_length > usable:
-        extra = " (RoBERTa positions start at 2, so it needs max_seq_length + 2)" if m.family == "roberta" else ""
+        extra = (f" ({family_spec(m.family).display} positions start at {offset} = padding_idx + 1, so it "
+                 f"needs max_seq_length + {offset})" if offset else "")
         fail(f"data.max_seq_length {d.max_seq_length} exceeds the model's {usable} positions "
              f"(model.max_position_embeddings {m.max_position_embeddings}){extra}",
              "lower data.max_seq_length or raise model.max_position_embeddings")
     if d.mask_replace_prob + d.random_replace_prob > 1.0 + 1e-9:
         fail("data.mask_replace_prob + data.random_replace_prob exceed 1")
-    if d.objective != "none" and m.family == "roberta":
-        fail(f"data.objective {d.objective} needs a sentence-pair head, and the roberta family "
-             "(RobertaForMaskedLM) has none",
-             "use data.objective: none, or model.family: bert (NSP head) / albert (SOP head)")
-    if d.objective == "nsp" and m.family == "albert":
-        fail("data.objective nsp with the albert family: AlbertForPreTraining's head is SOP",
-             "use data.objective: sop (ALBERT) or model.family: bert")
-    if d.objective == "sop" and m.family == "bert":
-        fail("data.objective sop with the bert family: BertForPreTraining's head is NSP",
-             "use data.objective: nsp (BERT) or model.family: albert")
+    spec = family_spec(m.family)
+    if spec.attention == "global" and m.local_attention:
+        fail(f"model.local_attention {m.local_attention}: the {m.family} family attends globally in every layer",
+             "leave model.local_attention unset, or use a family with local attention: "
+             + ", ".join(s.name for s in FAMILIES.values() if s.attention == "alternating"))
+    if d.objective not in ("none", spec.pair_head):  # MLM only is fine with any head
+        arch = spec.architectures["pretraining"]
+        if spec.pair_head == "none":
+            fail(f"data.objective {d.objective} needs a sentence-pair head, and the {m.family} family "
+                 f"({arch}) has none",
+                 "use data.objective: none, or model.family: " + _family_choices())
+        with_head = [s.name for s in FAMILIES.values() if s.pair_head == d.objective]
+        fail(f"data.objective {d.objective} with the {m.family} family: {arch}'s head is "
+             f"{spec.pair_head.upper()}",
+             f"use data.objective: {spec.pair_head} ({m.family.upper()}) or model.family: " + " / ".join(with_head))
     if d.objective != "none" and m.type_vocab_size < 2:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:
@@ -472,6 +497,11 @@ def validate(r: Recipe) -> None:
         from bertcli.train.phases import check_plan  # torch-free; checks each phase like a recipe
 
         check_plan(r)
+
+
+def _family_choices() -> str:
+    """`bert (NSP head) / albert (SOP head)`: the families with a pair head."""
+    return " / ".join(f"{s.name} ({s.pair_head.upper()} head)" for s in FAMILIES.values() if s.pair_head != "none")
 
 
 # ----------------------------------------------------------------------------- help text
@@ -526,6 +556,8 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = "(required)"
         rows.append((prefix + f.name, _pretty_type(hints[f.name]), json.dumps(default, default=str)
                      if not isinstance(default, str) else default, docs.get(f.name, "")))
+        if section and dataclasses.is_dataclass(hints[f.name]):   # a block inside the section
+            rows += explain(prefix + f.name)                       # (finetune.ner ...): its keys too
     return rows
 
 

@@ -1,6 +1,6 @@
 """One dataclass per recipe section. The docstring under each field is its help text
-(`bertcli explain SECTION`). Fields left at `None` are resolved from the model family in
-`recipe.resolve`, so the recipe saved next to every output holds concrete values only.
+(`bertcli explain SECTION`). Fields left at `None` are resolved from the model's family
+by `recipe.resolve`, so the recipe saved next to every output holds concrete values only.
 
 Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
 stage's output (e.g. number of processes) and so do not invalidate its cache. Every number
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
+
+from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True):
@@ -80,7 +82,7 @@ class TokenizerConfig:
     """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
     vocab_size: int = num(30522, ge=32)
     """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
-    special_tokens: Optional[Literal["bert", "roberta", "albert"]] = None
+    special_tokens: Optional[Literal[FAMILY_NAMES]] = None
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
     <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
     lowercase: bool = True
@@ -94,9 +96,12 @@ class TokenizerConfig:
     SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
     min_frequency: int = num(2, ge=1)
     """Pieces seen fewer times than this are not added to the vocabulary."""
-    limit_alphabet: int = num(1000, ge=1)
-    """WordPiece: at most this many distinct characters (the most frequent) in the initial
-    alphabet; rarer ones become [UNK]. Byte-level BPE always keeps its 256 bytes."""
+    limit_alphabet: Union[Literal["auto"], int] = num("auto", ge=1)
+    """WordPiece: the characters of the initial alphabet; others become [UNK]. `auto`: every
+    character seen at least `min_frequency` times (Chinese text needs thousands), and never fewer
+    than the 1,000 most frequent (the `tokenizers` default; characters tied with the last are
+    kept too). A number: at most that many, the most frequent. Byte-level BPE always keeps its
+    256 bytes; Unigram keeps every character."""
     max_piece_length: int = num(16, ge=1)
     """Unigram: longest piece, in characters."""
     sample_documents: Optional[int] = num(None, ge=1)
@@ -152,9 +157,11 @@ class DataConfig:
 # ------------------------------------------------------------------------------------------ model
 @dataclass
 class ModelConfig:
-    family: Literal["bert", "roberta", "albert"] = "bert"
+    family: Literal[FAMILY_NAMES] = "bert"
     """Which checkpoint format and heads: bert (BertForPreTraining: MLM + NSP head), roberta
-    (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head)."""
+    (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head),
+    modernbert (ModernBertForMaskedLM: rotary, GeGLU, no biases, alternating local/global
+    attention; MLM head only)."""
     vocab_size: Optional[int] = num(None, ge=8)
     """Default: the trained tokenizer's size. When set, the tokenizer must have exactly this many."""
     hidden_size: int = num(768, ge=8)
@@ -170,18 +177,19 @@ class ModelConfig:
     always have it). Default: H, or 128 for albert. transformers cannot load bert/roberta
     checkpoints with E ≠ H (bertcli can)."""
     hidden_act: Optional[Literal["gelu", "gelu_new"]] = None
-    """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert."""
+    """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert.
+    modernbert's GeGLU gates with it."""
     hidden_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on embeddings and sublayer outputs (ALBERT's paper: 0)."""
     attention_probs_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on attention probabilities."""
     max_position_embeddings: Optional[int] = num(None, ge=8)
     """Learned positions. Default: 512, or 514 for roberta, whose positions start at
-    padding_idx + 1 = 2."""
+    padding_idx + 1 = 2. modernbert (rotary, no table): the longest sequence, 8192."""
     type_vocab_size: Optional[int] = num(None, ge=1)
-    """Token-type (segment) embeddings. Default: 2, or 1 for roberta."""
+    """Token-type (segment) embeddings. Default: 2, or 1 for roberta (modernbert has none)."""
     layer_norm_eps: Optional[float] = num(None, gt=0.0)
-    """Default: 1e-12, or 1e-5 for roberta."""
+    """Default: 1e-12, or 1e-5 for roberta and modernbert."""
     initializer_range: float = num(0.02, gt=0.0)
     """Std of the initialization, as transformers: normal(0, std) for linear and embedding
     weights, zero biases, LayerNorm 1 and 0."""
@@ -190,12 +198,26 @@ class ModelConfig:
     sublayers (ALBERT's ablation). Default: none, all for albert."""
     num_hidden_groups: int = num(1, ge=1)
     """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
-    norm: Literal["post", "pre"] = "post"
+    norm: Optional[Literal["post", "pre"]] = None
     """LayerNorm after each residual (the papers) or before each sublayer, plus a final LayerNorm
-    (more stable at depth). Pre-LN checkpoints round-trip in bertcli (config.json's `bertcli`
-    block) but transformers would run them as post-LN: a warning says so when saving."""
+    (more stable at depth). Default: post, pre for modernbert. A checkpoint whose placement is
+    not its family's round-trips in bertcli (config.json's `bertcli` block) but transformers
+    would run it the family's way: a warning says so when saving."""
     classifier_dropout: Optional[float] = num(None, ge=0.0, le=1.0)
     """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
+    local_attention: Optional[int] = num(None, ge=0)
+    """Sliding-window width in tokens of the local attention layers (modernbert: 128, i.e. each
+    token sees 64 on either side, as transformers' `local_attention`). 0: every layer global.
+    Default: 128 for modernbert; families with global attention only take 0."""
+    global_attn_every_n_layers: Optional[int] = num(None, ge=1)
+    """With local attention: every n-th layer (from layer 0) attends globally. Default: 3."""
+    global_rope_theta: Optional[float] = num(None, gt=0.0)
+    """Rotary positions: base of the frequencies on global layers. Default: 160,000 (modernbert)."""
+    local_rope_theta: Optional[float] = num(None, gt=0.0)
+    """Rotary positions: base of the frequencies on local layers. Default: 10,000 (modernbert)."""
+    classifier_pooling: Literal["cls", "mean"] = "cls"
+    """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
+    (`mean`), as transformers' `classifier_pooling`; the other families pool [CLS]."""
 
 
 # ------------------------------------------------------------------------------------------ train
@@ -243,14 +265,22 @@ class TrainConfig:
     """Adam/LAMB epsilon (BERT: 1e-6)."""
     weight_decay: float = num(0.01, ge=0.0)
     """Decoupled weight decay; never applied to biases and LayerNorm weights."""
-    schedule: Literal["linear", "polynomial", "cosine", "constant"] = "linear"
-    """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`."""
+    schedule: Literal["linear", "polynomial", "cosine", "constant", "wsd"] = "linear"
+    """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`. `wsd`
+    (warmup-stable-decay, ModernBERT's trapezoid): the peak held until the last `decay_fraction`
+    of the steps, then a 1 - sqrt decay."""
     warmup_steps: int = num(10000, ge=0)
     """Linear warmup from 0 to the peak learning rate."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Warmup as a fraction of max_steps (e.g. 0.1). When set it replaces warmup_steps, so a
+    run shortened with --set train.max_steps=N keeps the schedule's proportions."""
     power: float = num(1.0, gt=0.0)
     """Polynomial decay power (1.0 is linear)."""
     min_lr_ratio: float = num(0.0, ge=0.0, le=1.0)
     """Final learning rate as a fraction of the peak."""
+    decay_fraction: float = num(0.1, gt=0.0, le=1.0)
+    """`wsd` only: the fraction of `max_steps`, at the end, over which the learning rate decays
+    (1 - sqrt shape; ModernBERT decayed over its last ~50B of ~2T tokens, cooldown studies use 10-20%)."""
     max_steps: int = num(1000000, ge=1)
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
@@ -315,6 +345,105 @@ class TaskOverrides:
 
 
 @dataclass
+class SquadConfig:
+    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings."""
+
+    learning_rate: Optional[float] = num(3e-5, gt=0.0)
+    """Peak learning rate (Google BERT's run_squad.py README: 3e-5; null: finetune.learning_rate)."""
+    epochs: Optional[float] = num(2.0, gt=0.0)
+    """Passes over the training windows (null: finetune.epochs)."""
+    batch_size: Optional[int] = num(32, ge=1)
+    """Windows per optimizer step (null: finetune.batch_size)."""
+    max_seq_length: Optional[int] = num(384, ge=8)
+    """Tokens per window: question, context slice and special tokens (null: finetune.max_seq_length)."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio (run_squad.py: 0.1)."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    doc_stride: int = num(128, ge=1)
+    """Tokens between the starts of consecutive windows over a long context (Google BERT's
+    meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
+    max_query_length: int = num(64, ge=1)
+    """Questions are cut to this many tokens; only the context is windowed."""
+    n_best: int = num(20, ge=1)
+    """Start and end candidates per window, and entries per question in nbest_predictions.json."""
+    max_answer_length: int = num(30, ge=1)
+    """Longest answer in tokens."""
+    null_threshold: float = 0.0
+    """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
+    null_score_diff_threshold; results.json reports the best threshold on dev too)."""
+    bad_answers: Literal["error", "repair", "skip"] = "error"
+    """An answer_start that does not point at its answer text: `error` names the question;
+    `repair` moves it to the nearest occurrence of the text in the context (left out when there
+    is none); `skip` leaves the answer out. A question left without answers is left out."""
+    scoring: Literal["auto", "words", "chars"] = "auto"
+    """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
+    cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the
+    longest common run); `auto` picks chars when the dev contexts have almost no spaces."""
+
+
+@dataclass
+class ClassifyConfig:
+    """`bertcli finetune classify`: your own labelled files. Training keys left null take the
+    finetune section's values (the glue recipe's defaults: BERT's GLUE settings)."""
+
+    learning_rate: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.learning_rate."""
+    epochs: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.epochs."""
+    batch_size: Optional[int] = num(None, ge=1)
+    """Overrides finetune.batch_size."""
+    max_seq_length: Optional[int] = num(None, ge=8)
+    """Overrides finetune.max_seq_length (pairs are truncated longest segment first)."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    text_column: str = "text"
+    """Column holding the text (--text-column)."""
+    text_pair_column: Optional[str] = None
+    """Column holding the second text of a pair task (--text-pair-column); null: single texts."""
+    label_column: str = "label"
+    """Column holding the label: strings or ints (--label-column)."""
+    id_column: Optional[str] = None
+    """Column whose values key the test predictions (default: the row number)."""
+    regression: bool = False
+    """Predict a number (mean squared error; Pearson and Spearman) instead of a class
+    (--regression); the labels must all be numbers."""
+
+
+@dataclass
+class NerConfig:
+    """`bertcli finetune ner`: tagging, CoNLL-2003 style. Defaults: BERT section 5.3 (lr 5e-5,
+    batch 32, 3 epochs, the first sub-token of each word labelled)."""
+
+    learning_rate: Optional[float] = num(5e-5, gt=0.0)
+    """Peak learning rate (null: finetune.learning_rate)."""
+    epochs: Optional[float] = num(3.0, gt=0.0)
+    """Passes over the training sentences (null: finetune.epochs)."""
+    batch_size: Optional[int] = num(32, ge=1)
+    """Windows per optimizer step (null: finetune.batch_size)."""
+    max_seq_length: Optional[int] = num(128, ge=8)
+    """Sub-tokens per window, special tokens included; longer sentences are windowed."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    window_overlap: int = num(32, ge=0)
+    """Sub-tokens shared by consecutive windows of a long sentence (each word is still predicted
+    once, by the window where it has the most context)."""
+    tag_column: int = num(-1, ge=-64, le=63)
+    """Column of the tag in CoNLL files (0-based; negative counts from the end: -1 = last)."""
+    scheme: Literal["auto", "iob1", "iob2", "bioes"] = "auto"
+    """Tag scheme; `auto` tells IOB1 (CoNLL-2003's files), IOB2 and BIOES apart from the
+    training tags."""
+    invalid_tags: Literal["repair", "error"] = "repair"
+    """A tag sequence invalid for its scheme (IOB2: I-X after O): `repair` rewrites it validly
+    with the same entities (conlleval's reading) and reports how many were repaired; `error`
+    stops at the first."""
+
+
+@dataclass
 class FinetuneConfig:
     learning_rate: float = num(2e-5, gt=0.0)
     """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
@@ -356,4 +485,13 @@ class FinetuneConfig:
     """GLUE TSV rows with the wrong number of fields: `error` stops with the file and line,
     `skip` leaves them out (counted in results.json), as transformers' QQP reader does."""
     tasks: dict[str, TaskOverrides] = field(default_factory=dict)
-    """Per-task overrides, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""
+    """Per-task overrides of GLUE tasks, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""
+    classify: ClassifyConfig = field(default_factory=ClassifyConfig)
+    """`bertcli finetune classify` (your own files): columns, regression, overrides."""
+    ner: NerConfig = field(default_factory=NerConfig)
+    """`bertcli finetune ner` (CoNLL-2003 style tagging): tag column and scheme, windows, the
+    paper's settings."""
+    squad: SquadConfig = field(default_factory=SquadConfig)
+    """`bertcli finetune squad` (v1.1) settings: `bertcli explain finetune.squad`."""
+    squad_v2: SquadConfig = field(default_factory=SquadConfig)
+    """`bertcli finetune squad --version 2` settings: `bertcli explain finetune.squad_v2`."""

@@ -45,7 +45,8 @@ FLOATS = [(p, f) for p, f, t in FIELDS if t is float]
 DIVISORS = [(p, f) for p, f, t in FIELDS if t is int and (f.metadata.get("ge") or 0) >= 1]
 
 
-REQUIRED = {"path": "builtin"}  # placeholders for the required keys of list elements
+# What a list section's element needs besides the key under test.
+LIST_BASE = {"corpus.sources": "path: builtin", "train.phases": "name: p"}
 
 
 def _override(path: str, value: str) -> list[str]:
@@ -53,11 +54,7 @@ def _override(path: str, value: str) -> list[str]:
     with their required keys)."""
     if "[0]." in path:
         section, key = path.split("[0].")
-        cls = next(typing.get_args(t)[0] for p, f, t in _lists() if p == section)
-        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
-                    and f.default_factory is dataclasses.MISSING]
-        items = ", ".join([f"{r}: {REQUIRED[r]}" for r in required] + [f"{key}: {value}"])
-        return [f"{section}=[{{{items}}}]"]
+        return [f"{section}=[{{{LIST_BASE[section]}, {key}: {value}}}]"]
     return [f"{path}={value}"]
 
 

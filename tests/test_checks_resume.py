@@ -63,12 +63,13 @@ class PoisonedAt(TinyModel):
     """Weights that turn non-finite in the forward pass of update `step` (whatever the cause:
     an overflowing update, a bad kernel, a cosmic ray), with finite losses before."""
 
+    # train.micro_batch_size auto (the default) measures the activations of two probe forward
+    # passes (1 and 2 sequences, bertcli.train.memory.measure) before the first update
+    PROBE_FORWARDS = 2
+
     def __init__(self, step: int, value: float):
         super().__init__(dropout=0.0)
-        self.calls, self.step, self.value, self.armed = 0, step, value, False
-
-    def arm(self):
-        self.armed = True
+        self.calls, self.step, self.value = 0, step + self.PROBE_FORWARDS, value
 
     def forward(self, *args, **kw):
         if self.training and self.armed:

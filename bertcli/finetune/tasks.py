@@ -1,4 +1,4 @@
-"""The nine GLUE tasks: where their data lives, which columns hold what, their labels and metrics.
+"""The nine GLUE tasks, presets of the classification task (`finetune/sequence.py`): where their data lives, which columns hold what, their labels and metrics.
 
 Label ids follow the `datasets` GLUE builder (nyu-mll/glue), so the original TSV files and the
 `datasets` layout give the same ids; `labels` holds the label *as spelled in the TSV files*
@@ -11,9 +11,10 @@ have no header: `source, label, original label, sentence`), and the `datasets` c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bertcli.errors import UserError, did_you_mean
+from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TaskSpec:
     dev: tuple[EvalSplit, ...] = (EvalSplit("dev", "dev.tsv", "validation"),)
     test: tuple[EvalSplit, ...] = ()
     headerless_train: tuple[int, int] | None = None  # (text column, label column) without header
+    score_range: tuple[float, float] | None = None   # regression: predictions clipped to it (STS-B 0-5)
 
     @property
     def num_labels(self) -> int:
@@ -75,7 +77,7 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in [
     TaskSpec("mrpc", "MRPC", BINARY, ("not_equivalent", "equivalent"), ("f1", "accuracy"),
              tsv_a="#1 String", tsv_b="#2 String", tsv_label="Quality", test=_test("MRPC.tsv")),
     TaskSpec("stsb", "STS-B", None, None, ("pearson", "spearman"),
-             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv")),
+             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv"), score_range=(0.0, 5.0)),
     TaskSpec("qqp", "QQP", BINARY, ("not_duplicate", "duplicate"), ("f1", "accuracy"),
              tsv_a="question1", tsv_b="question2", tsv_label="is_duplicate", tsv_test_id="id",
              hub_a="question1", hub_b="question2", test=_test("QQP.tsv")),
@@ -123,31 +125,9 @@ def get_task(name: str) -> TaskSpec:
     )
 
 
-@dataclass
-class Hyper:
-    """The resolved fine-tuning settings of one task (finetune section + its task overrides)."""
-
-    learning_rate: float
-    epochs: float
-    batch_size: int
-    max_seq_length: int
-    warmup_ratio: float
-    weight_decay: float
-    values: dict = field(default_factory=dict)  # every resolved key, for results.json
-
-
 def resolve_hyper(cfg, task: TaskSpec) -> Hyper:
     """finetune.<key> overlaid by finetune.tasks.<task>.<key> where that is set."""
-    import dataclasses
-
-    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "tasks"}
-    override = task_overrides(cfg).get(task.name)
-    if override is not None:
-        for f in dataclasses.fields(override):
-            if getattr(override, f.name) is not None:
-                values[f.name] = getattr(override, f.name)
-    keys = ("learning_rate", "epochs", "batch_size", "max_seq_length", "warmup_ratio", "weight_decay")
-    return Hyper(**{k: values[k] for k in keys}, values=values)
+    return overlay(cfg, task_overrides(cfg).get(task.name))
 
 
 def task_overrides(cfg) -> dict:

@@ -1,18 +1,23 @@
-"""One encoder for BERT, RoBERTa and ALBERT, its heads, and Hugging Face checkpoints.
+"""One encoder for BERT, RoBERTa, ALBERT and ModernBERT, its heads, and Hugging Face checkpoints.
+What makes each family is its spec in bertcli.model.families (`family_spec(name)`,
+`model.config.spec`).
 
 CONTRACT (used by the trainer, fill-mask and fine-tuning)
     build_model(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int, head="pretraining")
-        -> PreTrainingModel (MLM head + NSP head for bert, none for roberta, SOP for albert)
+        -> PreTrainingModel (MLM head + the spec's pair head: NSP for bert, SOP for albert, none
+           for roberta and modernbert)
     PreTrainingModel.forward(input_ids [B,T], attention_mask [B,T] | None,
                              token_type_ids [B,T] | None, mlm_positions [N] | None)
         -> PreTrainingOutput(mlm_logits [N, V] (or [B, T, V] when mlm_positions is None),
                              pair_logits [B, 2] | None)
         mlm_positions are flat indices into input_ids.view(-1); logits are computed only there.
     SequenceClassifier (fine-tuning): forward(input_ids, attention_mask, token_type_ids) -> [B, C]
+    TokenClassifier (head="token"): forward(ids, mask, types, positions=None) -> [B, T, C] | [n, C]
+    SpanExtractor (head="qa"): forward(ids, mask, types) -> (start [B, T], end [B, T]) logits
     save_checkpoint(model, directory, tokenizer_dir=None)  HF directory: config.json,
         model.safetensors (transformers' names), tokenizer files
-    load_checkpoint(directory, head="pretraining" | "classification", num_labels=None)
-        -> (model, LoadReport)  any HF bert/roberta/albert directory; fresh heads are listed
+    load_checkpoint(directory, head="pretraining" | "classification" | "token" | "qa", num_labels=None)
+        -> (model, LoadReport)  any HF directory of a known family; fresh heads are listed
 
 ADDED (also usable)
     build_model(..., head="classification", labels=[names] | num_labels=C)  1 label = regression
@@ -36,7 +41,8 @@ import importlib
 
 _EXPORTS = {
     "build_model": "heads", "PreTrainingModel": "heads", "PreTrainingOutput": "heads",
-    "SequenceClassifier": "heads", "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
+    "SequenceClassifier": "heads", "TokenClassifier": "task_heads", "SpanExtractor": "task_heads",
+    "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
     "LoadReport": "checkpoint", "unwrap": "checkpoint", "read_config": "hf", "EncoderConfig": "config",
     "encoder_config": "config", "Encoder": "encoder", "EncoderOutput": "encoder",
     "parameter_counts": "count", "flops_per_token": "count",

@@ -1,7 +1,7 @@
 """Checkpoints are Hugging Face directories: config.json (transformers' keys + a `bertcli` block),
 model.safetensors (transformers' parameter names), tokenizer files.
 
-Loading takes any transformers bert / roberta / albert directory: with or without the base
+Loading takes any transformers directory of a known family (bert, roberta, albert, ...): with or without the base
 prefix (`bert.` ...; a bare BertModel / sentence-embedding directory has none), with or without
 heads. Heads and pooler missing from the checkpoint are initialized fresh and listed in the
 LoadReport; a missing encoder tensor, a shape that contradicts config.json or a tensor the config
@@ -23,14 +23,17 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.model.config import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
-from bertcli.model.hf import (BASE, decoder_keys, is_encoder_param, read_config, to_hf_config,
-                              transformers_caveats, weight_files, weight_map)
+from bertcli.model.families import FamilySpec
+from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
+                              to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
+from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.model.validate import check_checkpoint
 from bertcli.stages import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
-Model = Union[PreTrainingModel, SequenceClassifier]
+Model = Union[PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor]
+HEADS = ("pretraining", "classification", *TASK_MODELS)
 _logged: set[str] = set()
 
 
@@ -59,7 +62,7 @@ def _warn_once(message: str) -> None:
 
 def unwrap(model: nn.Module) -> Model:
     """The bertcli model inside torch.compile / DDP wrappers."""
-    while not isinstance(model, (PreTrainingModel, SequenceClassifier)):
+    while not isinstance(model, (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor)):
         inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
         if inner is None:
             raise TypeError(f"not a bertcli model: {type(model).__name__}")
@@ -68,6 +71,8 @@ def unwrap(model: nn.Module) -> Model:
 
 
 def head_of(model: Model) -> str:
+    if isinstance(model, (TokenClassifier, SpanExtractor)):
+        return model.head
     return "classification" if isinstance(model, SequenceClassifier) else "pretraining"
 
 
@@ -142,13 +147,13 @@ def _legacy_name(key: str) -> str:
     return key
 
 
-def _base_prefix(state: dict[str, Tensor], family: str, where: str) -> str:
-    base = BASE[family]
+def _base_prefix(state: dict[str, Tensor], spec: FamilySpec, where: str) -> str:
+    base = spec.hf_prefix
     if any(k.startswith(base) for k in state):
         return base
     if any(k.startswith("embeddings.") for k in state):
         return ""  # encoder-only directory (BertModel, sentence-embedding models)
-    raise UserError(f"the weights hold no {base}* or embeddings.* tensors: not a {family} model",
+    raise UserError(f"the weights hold no {base}* or embeddings.* tensors: not a {spec.model_type} model",
                     where=where, fix="check that config.json and model.safetensors belong together")
 
 
@@ -166,9 +171,10 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional
 def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
                     labels: Optional[Sequence[str]] = None,
                     dropout: Optional[float] = None) -> tuple[Model, LoadReport]:
-    """Load any HF bert / roberta / albert directory as a PreTrainingModel or (head=
-    "classification") a SequenceClassifier with `labels` / `num_labels` (default: the
-    checkpoint's own classifier labels). `dropout` replaces the hidden, attention and classifier
+    """Load any HF directory of a known family as a PreTrainingModel, a SequenceClassifier
+    (head="classification") or a TokenClassifier (head="token") with `labels` / `num_labels`
+    (default: the checkpoint's own classifier labels), or a SpanExtractor (head="qa"); heads the
+    checkpoint lacks start fresh and are listed in the report. `dropout` replaces the hidden, attention and classifier
     dropout rates of config.json (fine-tuning regularization is not pretraining's). Returns the
     model (eval mode, CPU, fp32) and a report."""
     directory = Path(directory)
@@ -179,9 +185,11 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
     where = str(directory / "model.safetensors")
-    base = _base_prefix(state, c.family, where)
+    base = _base_prefix(state, c.spec, where)
 
-    if head == "classification":
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r}; one of {HEADS}")
+    if head in LABELLED_HEADS:
         wanted = c.labels  # the checkpoint's own, unless others are asked for
         if labels is not None or (num_labels is not None and num_labels != len(c.labels or ())):
             wanted = default_labels(labels, num_labels)
@@ -195,13 +203,14 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
         c = c.replace(sharing="none", num_hidden_groups=1)
         wmap = weight_map(c, head, base)
 
-    model: Model = PreTrainingModel(c) if head == "pretraining" else SequenceClassifier(c)
+    classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
+    model: Model = classes[head](c)
     params = model.state_dict()
     tensors, used = {}, set()
     for ours, copies in wmap.items():
         found = _gather(state, copies)
-        if found is None and ours == "mlm.bias" and decoder_keys(c.family)[1] in state:
-            found, copies = [state[decoder_keys(c.family)[1]]], [(decoder_keys(c.family)[1],)]
+        if found is None and ours == "mlm.bias" and decoder_keys(c.spec)[1] in state:
+            found, copies = [state[decoder_keys(c.spec)[1]]], [(decoder_keys(c.spec)[1],)]
         if found is None:
             report.fresh.extend(copies[0])
             continue
@@ -223,7 +232,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
         raise UserError(f"{len(missing)} encoder tensors described by config.json are missing from the "
                         f"weights (first: {first})", where=where,
                         fix="config.json and model.safetensors do not belong together")
-    _sort_leftovers(state, used, base, c, report, where)
+    _sort_leftovers(state, used, base, c, report, where, pooled=uses_pooler(head))
     with torch.no_grad():
         for name, tensor in tensors.items():
             params[name].copy_(tensor)
@@ -236,11 +245,12 @@ def _same(tensors: Optional[list[Tensor]]) -> bool:
     return not tensors or all(torch.equal(tensors[0], t) for t in tensors[1:])
 
 
-def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, where: str) -> None:
+def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, where: str,
+                    pooled: bool = True) -> None:
     """Tensors nothing read: buffers and tied decoders are fine, encoder tensors the config does
     not describe are a mismatch, other heads are listed as unused."""
-    dec_weight, dec_bias = decoder_keys(c.family)
-    encoder_roots = (base + "embeddings.", base + "encoder.", base + "pooler")
+    dec_weight, dec_bias = decoder_keys(c.spec)
+    encoder_roots = encoder_prefixes(c.spec, base)
     strays = []
     for key in sorted(set(state) - used):
         if key.endswith(("position_ids", "embeddings.token_type_ids")) or key == dec_bias:
@@ -251,7 +261,7 @@ def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, whe
                 report.notes.append(f"{key} differs from the word embeddings: bertcli ties them, "
                                     "the untied decoder was ignored")
             continue
-        if key.startswith(encoder_roots) and not (key.startswith(base + "pooler") and not c.has_pooler):
+        if key.startswith(encoder_roots) and not (key.startswith(base + "pooler") and not (c.has_pooler and pooled)):
             strays.append(key)
         else:
             report.unused.append(key)

@@ -1,9 +1,10 @@
-"""One transformer encoder for BERT, RoBERTa and ALBERT; the families differ only in config.
+"""One transformer encoder for every family (BERT, RoBERTa, ALBERT, ModernBERT); the families
+differ only in config and in the flags of their spec (bertcli.model.families).
 
-    ids [B, T] -> embeddings (word + token type + position, LayerNorm, dropout)   [N, E]
-               -> E -> H projection (ALBERT, or any E != H)                      [N, H]
-               -> L layers: attention sublayer, feed-forward sublayer            [N, H]
-               -> (pre-LN only) final LayerNorm                                  [N, H]
+    ids [B, T] -> embeddings (word [+ token type] [+ position], LayerNorm, dropout)   [N, E]
+               -> E -> H projection (ALBERT, or any E != H)                        [N, H]
+               -> L layers: attention sublayer, feed-forward sublayer              [N, H]
+               -> (pre-LN only) final LayerNorm                                    [N, H]
 
 N is the number of tokens the dense layers run on: only the real tokens (B*T minus padding)
 when the batch has padding, all B*T otherwise. Only attention needs the [B, T] layout, so the
@@ -15,7 +16,13 @@ keys and values for all.
 Cross-layer sharing stores fewer sublayers than layers: layer i runs attention block
 `config.attention_index(i)` and feed-forward block `config.ffn_index(i)` (ALBERT: every layer of
 a group runs the same weights). Post-LN is the papers' layer: x = LN(x + sublayer(x)); pre-LN
-is x = x + sublayer(LN(x)) with a final LayerNorm after the last layer.
+is x = x + sublayer(LN(x)) with a final LayerNorm after the last layer (ModernBERT: the first
+layer's attention reads the normalized embeddings without a LayerNorm of its own).
+
+Spec flags: positions learned | offset (a table) or rotary (queries and keys rotated in
+attention, bertcli.model.positions); feed-forward gelu or geglu; biases on or off; attention
+global, or alternating: sliding-window layers with a global one every n layers, each kind with
+its own mask and rotary base, built once per forward (`Encoder.attention_inputs`).
 """
 
 from __future__ import annotations
@@ -29,11 +36,22 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig
+from bertcli.model.positions import AttentionInputs, rotary, window_mask
 
 
 def activation(name: str) -> Callable[[Tensor], Tensor]:
     """`gelu`: exact (erf); `gelu_new`: the tanh approximation (BERT's TF code, ALBERT)."""
     return functools.partial(F.gelu, approximate="tanh") if name == "gelu_new" else F.gelu
+
+
+def layer_norm(c: EncoderConfig, width: int) -> nn.LayerNorm:
+    """A LayerNorm, with a bias unless the family has none (ModernBERT)."""
+    return nn.LayerNorm(width, eps=c.layer_norm_eps, bias=c.spec.biases)
+
+
+def linear(c: EncoderConfig, inp: int, out: int) -> nn.Linear:
+    """A linear layer, with a bias unless the family has none (ModernBERT)."""
+    return nn.Linear(inp, out, bias=c.spec.biases)
 
 
 def first_positions(batch: int, length: int, device) -> Tensor:
@@ -124,18 +142,24 @@ class Embeddings(nn.Module):
     def __init__(self, c: EncoderConfig):
         super().__init__()
         E = c.embedding_size
+        spec = c.spec
         self.word = nn.Embedding(c.vocab_size, E, padding_idx=c.pad_token_id)
-        # transformers' RobertaEmbeddings gives the position table a padding row too.
-        pos_pad = c.pad_token_id if c.family == "roberta" else None
-        self.position = nn.Embedding(c.max_position_embeddings, E, padding_idx=pos_pad)
-        self.token_type = nn.Embedding(c.type_vocab_size, E)
-        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        self.position = None   # rotary positions act inside attention instead
+        if spec.positions != "rotary":
+            # transformers' RobertaEmbeddings gives the position table a padding row too.
+            pos_pad = c.pad_token_id if spec.position_padding_row else None
+            self.position = nn.Embedding(c.max_position_embeddings, E, padding_idx=pos_pad)
+        self.token_type = nn.Embedding(c.type_vocab_size, E) if spec.token_type_embeddings else None
+        self.norm = layer_norm(c, E)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor) -> Tensor:
+    def forward(self, ids: Tensor, positions: Optional[Tensor], token_types: Optional[Tensor]) -> Tensor:
         # [N] x 3 -> [N, E]; summed in transformers' order (word + type, then + position)
-        x = self.word(ids) + self.token_type(token_types)
-        x = x + self.position(positions)
+        x = self.word(ids)
+        if self.token_type is not None:
+            x = x + self.token_type(token_types)
+        if self.position is not None:
+            x = x + self.position(positions)
         return self.dropout(self.norm(x))
 
 
@@ -143,35 +167,49 @@ class Attention(nn.Module):
     """Self-attention sublayer: fused Q/K/V projection (saved as transformers' query/key/value),
     SDPA, output projection, dropout, residual and LayerNorm."""
 
-    def __init__(self, c: EncoderConfig):
+    def __init__(self, c: EncoderConfig, index: int = 0):
         super().__init__()
         H = c.hidden_size
         self.heads = c.num_attention_heads
-        self.qkv = nn.Linear(H, 3 * H)
-        self.out = nn.Linear(H, H)
-        self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.qkv = linear(c, H, 3 * H)
+        self.out = linear(c, H, H)
+        self.pre_norm = c.norm == "pre"
+        # ModernBERT's first layer reads the (already normalized) embeddings as they are
+        first_identity = self.pre_norm and index == 0 and not c.spec.first_attention_norm
+        self.norm = nn.Identity() if first_identity else layer_norm(c, H)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.attn_dropout = c.attention_probs_dropout_prob
-        self.pre_norm = c.norm == "pre"
 
-    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None) -> Tensor:
-        """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all)."""
+    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None,
+                inputs: Optional[AttentionInputs] = None) -> Tensor:
+        """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all).
+        `inputs`: the layer kind's mask and rotary positions (default: the padding mask)."""
         B, T, A = layout.batch, layout.length, self.heads
+        mask = layout.mask if inputs is None else inputs.mask
+        rope = None if inputs is None else inputs.rope
         h = self.norm(x) if self.pre_norm else x
+        H = x.shape[-1]
         if queries is None:
-            qkv = layout.padded(self.qkv(h))                          # [B, T, 3H]
+            qkv = self.qkv(h)                                         # [N, 3H]
+            if rope is not None:                                      # rotate queries and keys
+                qkv = torch.cat([rope.apply(qkv[:, :2 * H], 2 * A), qkv[:, 2 * H:]], 1)  # q and k: 2A heads
+            qkv = layout.padded(qkv)                                  # [B, T, 3H]
             q, k, v = qkv.view(B, T, 3, A, -1).permute(2, 0, 3, 1, 4)  # 3 x [B, A, T, D]
         else:
-            H = x.shape[-1]
             w, b = self.qkv.weight, self.qkv.bias
-            kv = layout.padded(F.linear(h, w[H:], b[H:]))            # [B, T, 2H]
+            kv = F.linear(h, w[H:], None if b is None else b[H:])     # [N, 2H]
+            if rope is not None:
+                kv = torch.cat([rope.apply(kv[:, :H], A), kv[:, H:]], 1)
+            kv = layout.padded(kv)                                    # [B, T, 2H]
             k, v = kv.view(B, T, 2, A, -1).permute(2, 0, 3, 1, 4)     # 2 x [B, A, T, D]
             hq = layout.select(h, queries.positions)                  # [n, H]
             x = hq if h is x else layout.select(x, queries.positions)  # post-LN: the same rows
-            q = F.linear(hq, w[:H], b[:H])
+            q = F.linear(hq, w[:H], None if b is None else b[:H])     # [n, H]
+            if rope is not None:
+                q = inputs.query_rope.apply(q, A)
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=layout.mask, dropout_p=self.attn_dropout if self.training else 0.0)
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
         a = a.transpose(1, 2)                                         # [B, T|Q, A, D]
         a = layout.flat(a) if queries is None else queries.flat(a)    # [N|n, A, D]
         a = self.dropout(self.out(a.flatten(1)))                      # [N|n, H]
@@ -179,18 +217,28 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
+    """dense H -> I, activation, dense I -> H; GeGLU (ModernBERT): dense H -> 2I split into
+    input and gate, act(input) * gate, dense I -> H."""
+
     def __init__(self, c: EncoderConfig):
         super().__init__()
-        self.inp = nn.Linear(c.hidden_size, c.intermediate_size)
-        self.out = nn.Linear(c.intermediate_size, c.hidden_size)
-        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.geglu = c.spec.feed_forward == "geglu"
+        self.inp = linear(c, c.hidden_size, c.intermediate_size * (2 if self.geglu else 1))
+        self.out = linear(c, c.intermediate_size, c.hidden_size)
+        self.norm = layer_norm(c, c.hidden_size)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.act = activation(c.hidden_act)
         self.pre_norm = c.norm == "pre"
 
     def forward(self, x: Tensor) -> Tensor:                           # [N, H] -> [N, H]
         h = self.norm(x) if self.pre_norm else x
-        h = self.dropout(self.out(self.act(self.inp(h))))            # via [N, I]
+        h = self.inp(h)                                               # [N, I] | [N, 2I]
+        if self.geglu:
+            h, gate = h.chunk(2, dim=-1)
+            h = self.act(h) * gate                                    # [N, I]
+        else:
+            h = self.act(h)
+        h = self.dropout(self.out(h))
         return x + h if self.pre_norm else self.norm(x + h)
 
 
@@ -218,20 +266,21 @@ class Encoder(nn.Module):
         self.config = c
         self.embeddings = Embeddings(c)
         self.proj = nn.Linear(c.embedding_size, c.hidden_size) if c.has_projection else None
-        self.attention = nn.ModuleList(Attention(c) for _ in range(c.num_attention_blocks))
+        self.attention = nn.ModuleList(Attention(c, i) for i in range(c.num_attention_blocks))
         self.ffn = nn.ModuleList(FeedForward(c) for _ in range(c.num_ffn_blocks))
-        self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm == "pre" else None
+        self.final_norm = layer_norm(c, c.hidden_size) if c.norm == "pre" else None
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
         self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
 
     def positions(self, input_ids: Tensor) -> Tensor:
-        """[B, T] position ids. RoBERTa: 2, 3, ... for real tokens and padding_idx for padding,
-        computed from input_ids as transformers does; others 0..T-1."""
-        if self.config.family == "roberta":
+        """[B, T] position ids. Offset positions (RoBERTa): position_offset, +1, ... for real
+        tokens and padding_idx for padding, computed from input_ids as transformers does; others
+        0..T-1."""
+        if self.config.spec.positions == "offset":
             pad = self.config.pad_token_id
             real = input_ids.ne(pad).long()
-            return real.cumsum(1) * real + pad
+            return real.cumsum(1) * real + (self.config.position_offset - 1)
         B, T = input_ids.shape
         return torch.arange(T, device=input_ids.device).expand(B, T)
 
@@ -242,24 +291,54 @@ class Encoder(nn.Module):
         only they can be read from the result."""
         B, T = input_ids.shape
         layout = make_layout(attention_mask, B, T, self.unpad)
-        if token_type_ids is None:
+        emb = self.embeddings
+        if token_type_ids is None and emb.token_type is not None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.embeddings(layout.flat(input_ids), layout.flat(self.positions(input_ids)),
-                            layout.flat(token_type_ids))              # [N, E]
+        x = emb(layout.flat(input_ids),
+                None if emb.position is None else layout.flat(self.positions(input_ids)),
+                None if emb.token_type is None else layout.flat(token_type_ids))  # [N, E]
         if self.proj is not None:
             x = self.proj(x)                                          # [N, H]
-        plan = self.layer_plan
+        plan, c = self.layer_plan, self.config
+        kinds = self.attention_inputs(layout)   # per layer kind (global / local): None = padding mask only
         sparse_last = keep is not None and keep.numel() > 0 and not torch.compiler.is_compiling()
-        for a, f in plan[:-1] if sparse_last else plan:
-            x = self.ffn[f](self.attention[a](x, layout))
+        for i, (a, f) in enumerate(plan[:-1] if sparse_last else plan):
+            x = self.ffn[f](self.attention[a](x, layout, inputs=kinds[c.is_global(i)]))
         if sparse_last:
             queries, out_layout = make_queries(keep, layout)
             a, f = plan[-1]
-            x = self.ffn[f](self.attention[a](x, layout, queries))    # [n, H]
+            last = self.attention_inputs(layout, queries)[c.is_global(len(plan) - 1)]
+            x = self.ffn[f](self.attention[a](x, layout, queries, last))  # [n, H]
             layout = out_layout
         if self.final_norm is not None:
             x = self.final_norm(x)
         return EncoderOutput(x, layout)
+
+    def attention_inputs(self, layout: Layout, queries: Optional[Queries] = None
+                         ) -> dict[bool, Optional[AttentionInputs]]:
+        """{is_global: AttentionInputs} for this batch: the sliding-window mask of local layers
+        and the rotary positions of each kind; None where the padding mask is all there is.
+        With `queries`, for the sparse last layer (masks and query rotations of its rows)."""
+        c = self.config
+        rotary_kind = c.spec.positions == "rotary"
+        if not rotary_kind and c.local_attention == 0:
+            return {True: None, False: None}
+        B, T = layout.batch, layout.length
+        device = self.embeddings.word.weight.device
+        rows = layout.flat(torch.arange(T, device=device).expand(B, T))  # [N] position within each row
+        query_pos = None
+        if queries is not None:
+            slot_pos = torch.zeros(B * queries.per_seq, dtype=torch.long, device=device)
+            query_pos = slot_pos.index_copy(0, queries.slots, queries.positions % T).view(B, -1)  # [B, Q]
+        out: dict[bool, Optional[AttentionInputs]] = {}
+        D = c.hidden_size // c.num_attention_heads
+        for is_global in (True, False):
+            theta = c.global_rope_theta if is_global else c.local_rope_theta
+            mask = layout.mask if is_global else window_mask(T, c.window, layout.mask, device, query_pos)
+            rope = rotary(theta, D, rows) if rotary_kind else None
+            query_rope = rotary(theta, D, queries.positions % T) if rotary_kind and queries is not None else None
+            out[is_global] = AttentionInputs(mask, rope, query_rope)
+        return out
 
     def pool(self, out: EncoderOutput) -> Tensor:
         """BERT/ALBERT pooler: tanh(W h[CLS] + b) -> [B, H]."""

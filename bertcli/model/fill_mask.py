@@ -8,10 +8,12 @@ from typing import Any, Union
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.model.families import FAMILIES
 from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenizer import load_tokenizer
 
-MASK_SPELLINGS = ("[MASK]", "<mask>")   # either is accepted in the text, whatever the model's
+# any family's spelling is accepted in the text, whatever the model's
+MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
 
 
 def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[dict[str, Any]]:
@@ -34,10 +36,10 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
     from bertcli.model.checkpoint import load_checkpoint
 
     model, report = load_checkpoint(directory)
-    if any(name.endswith("bias") and ("predictions" in name or "lm_head" in name) for name in report.fresh):
+    if model.config.spec.names.mlm_bias in report.fresh:
         raise UserError(f"{directory} has no masked-LM head (a classifier or encoder-only checkpoint)",
-                        fix="use a pretraining checkpoint (BertForPreTraining, RobertaForMaskedLM, "
-                            "AlbertForPreTraining)")
+                        fix="use a pretraining checkpoint (" + ", ".join(
+                            s.architectures["pretraining"] for s in FAMILIES.values()) + ")")
     enc = tok.encode(text)
     ids = torch.tensor([enc.ids])
     limit = model.config.max_position_embeddings - model.config.position_offset
@@ -58,7 +60,10 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
         for p, i in zip(top.values[m].tolist(), top.indices[m].tolist()):
             filled = list(enc.ids)
             filled[pos] = i
-            candidates.append({"token": tok.id_to_token(i), "id": i, "probability": p,
+            # `word` is the piece as the text shows it (`Ġthe` / `▁the` decode to `the`); the raw
+            # vocabulary piece stays in `token` for --json.
+            word = tok.decode([i], skip_special_tokens=False).strip() or tok.id_to_token(i)
+            candidates.append({"token": tok.id_to_token(i), "word": word, "id": i, "probability": p,
                                "text": tok.decode(filled, skip_special_tokens=True)})
         results.append({"position": pos, "candidates": candidates})
     return results
@@ -70,5 +75,6 @@ def render(results: list[dict[str, Any]], as_json: bool = False) -> None:
         console.out.print(json.dumps(results, ensure_ascii=False), markup=False, highlight=False)
         return
     for n, r in enumerate(results, 1):
-        rows = [(c["token"], f"{c['probability']:.4f}  {c['text']}") for c in r["candidates"]]
-        console.summary(f"mask {n} (token {r['position']})", rows)
+        rows = [(c["word"], f"{c['probability']:.4f}", c["text"]) for c in r["candidates"]]
+        title = f"mask {n} of {len(results)} (token {r['position']} of the encoded input, [CLS]/<s> = 0)"
+        console.table([("filler", "bold"), ("probability", ""), ("text with the filler", "")], rows, title=title)

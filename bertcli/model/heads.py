@@ -1,4 +1,5 @@
 """Heads on the encoder: pretraining (MLM + NSP / SOP / none) and sequence classification.
+Which head a family has is read from its spec (pair_head, mlm_activation, task_head).
 
 Layouts follow transformers so checkpoints load both ways:
     bert     BertForPreTraining     MLM (dense H->H, act, LN, tied decoder) + NSP on the pooler
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig, encoder_config
-from bertcli.model.encoder import Encoder, activation, first_positions
+from bertcli.model.encoder import Encoder, activation, first_positions, layer_norm, linear
 from bertcli.sections import ModelConfig
 
 
@@ -29,20 +30,36 @@ class PreTrainingOutput:
     pair_logits: Optional[Tensor]  # [B, 2] NSP / SOP; None for roberta
 
 
-class MLMHead(nn.Module):
-    """dense H->E, activation, LayerNorm, then the decoder: the (tied) word embeddings + bias."""
+class PredictionHead(nn.Module):
+    """dense H->width, activation, LayerNorm: the MLM transform, and ModernBERT's `head` before
+    every fine-tuning classifier (ModernBertPredictionHead)."""
+
+    def __init__(self, c: EncoderConfig, width: int):
+        super().__init__()
+        self.dense = linear(c, c.hidden_size, width)
+        # RobertaLMHead always uses exact GELU, whatever hidden_act says.
+        self.act = activation(c.hidden_act if c.spec.mlm_activation == "hidden_act" else c.spec.mlm_activation)
+        self.norm = layer_norm(c, width)
+
+    def forward(self, h: Tensor) -> Tensor:                   # [..., H] -> [..., width]
+        return self.norm(self.act(self.dense(h)))
+
+
+def prediction_head(c: EncoderConfig) -> Optional[PredictionHead]:
+    """The transform before fine-tuning classifiers (ModernBERT's `head`), None for families
+    whose classifiers read the encoder (or the pooler) directly."""
+    return PredictionHead(c, c.hidden_size) if c.spec.task_head == "prediction_head" else None
+
+
+class MLMHead(PredictionHead):
+    """The transform to E, then the decoder: the (tied) word embeddings + bias."""
 
     def __init__(self, c: EncoderConfig):
-        super().__init__()
-        E = c.embedding_size
-        self.dense = nn.Linear(c.hidden_size, E)
-        # RobertaLMHead always uses exact GELU, whatever hidden_act says.
-        self.act = activation("gelu" if c.family == "roberta" else c.hidden_act)
-        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        super().__init__(c, c.embedding_size)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
     def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
-        return F.linear(self.norm(self.act(self.dense(h))), decoder, self.bias)
+        return F.linear(super().forward(h), decoder, self.bias)
 
 
 class PreTrainingModel(nn.Module):
@@ -53,9 +70,9 @@ class PreTrainingModel(nn.Module):
         self.config = c
         self.encoder = Encoder(c)
         self.mlm = MLMHead(c)
-        self.pair = nn.Linear(c.hidden_size, 2) if c.family != "roberta" else None
+        self.pair = nn.Linear(c.hidden_size, 2) if c.spec.pair_head != "none" else None
         # AlbertSOPHead applies dropout (classifier_dropout_prob) to the pooled output; BERT's NSP does not.
-        self.pair_dropout = nn.Dropout(c.classifier_dropout) if c.family == "albert" else nn.Identity()
+        self.pair_dropout = nn.Dropout(c.classifier_dropout) if c.spec.pair_dropout else nn.Identity()
         # The last layer runs only where the heads read it (masked positions, [CLS]).
         self.sparse_last_layer = True
         init_weights(self)
@@ -89,7 +106,9 @@ class SequenceClassifier(nn.Module):
         self.encoder = Encoder(c)
         self.dropout = nn.Dropout(c.classifier_dropout)
         # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj
-        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.family == "roberta" else None
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.spec.task_head == "dense_tanh" else None
+        # ModernBertForSequenceClassification: [CLS] or mean -> head (dense, act, norm) -> dropout -> classifier
+        self.transform = prediction_head(c)
         self.classifier = nn.Linear(c.hidden_size, len(c.labels))
         self.sparse_last_layer = True  # the head reads [CLS] / <s> only
         init_weights(self)
@@ -100,20 +119,40 @@ class SequenceClassifier(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None) -> Tensor:
-        keep = first_positions(*input_ids.shape, input_ids.device) if self.sparse_last_layer else None
+        mean = self.transform is not None and self.config.classifier_pooling == "mean"
+        keep = None
+        if self.sparse_last_layer and not mean:
+            keep = first_positions(*input_ids.shape, input_ids.device)
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
-        if self.dense is None:
+        if self.transform is not None:
+            x = self.transform(mean_of_real(out, attention_mask) if mean else out.first())  # [B, H]
+        elif self.dense is None:
             x = self.encoder.pool(out)                                  # [B, H]
         else:
             x = torch.tanh(self.dense(self.dropout(out.first())))        # [B, H]
         return self.classifier(self.dropout(x))                         # [B, C]
 
 
+def mean_of_real(out, attention_mask: Optional[Tensor]) -> Tensor:
+    """[B, H] mean of the last hidden states over each row's real tokens."""
+    h = out.padded()                                                    # [B, T, H], zeros at padding
+    if attention_mask is None:
+        return h.mean(1)
+    m = attention_mask.to(h.dtype)[:, :, None]                          # [B, T, 1]
+    return (h * m).sum(1) / m.sum(1)
+
+
 @torch.no_grad()
 def init_weights(model: nn.Module) -> None:
     """transformers' initialization: normal(0, initializer_range) for linear and embedding
-    weights, zero biases and padding rows, LayerNorm weight 1 and bias 0."""
-    std = model.config.initializer_range
+    weights, zero biases and padding rows, LayerNorm weight 1 and bias 0. Families with
+    init "scaled" (ModernBERT) draw from a normal truncated at 2 std, with std / sqrt(2L) for
+    the projections that write into the residual stream (and the MLM / classifier transform),
+    and H^-0.5 for fine-tuning classifiers."""
+    c = model.config
+    std = c.initializer_range
+    if c.spec.init == "scaled":
+        return _scaled_init(model, std, c)
     for m in model.modules():
         if isinstance(m, nn.Linear):
             m.weight.normal_(0.0, std)
@@ -125,7 +164,28 @@ def init_weights(model: nn.Module) -> None:
                 m.weight[m.padding_idx].zero_()
         elif isinstance(m, nn.LayerNorm):
             m.weight.fill_(1.0)
+            if m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, MLMHead):
             m.bias.zero_()
+
+
+def _scaled_init(model: nn.Module, std: float, c: EncoderConfig) -> None:
+    out_std = std / (2.0 * c.num_hidden_layers) ** 0.5
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            s = std
+            if name.endswith((".out", "mlm.dense", "transform.dense")):
+                s = out_std                     # attention / feed-forward outputs, the head transforms
+            elif name.rsplit(".", 1)[-1] in ("classifier", "qa_outputs"):
+                s = c.hidden_size ** -0.5
+            nn.init.trunc_normal_(m.weight, 0.0, s, -2 * s, 2 * s)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, nn.LayerNorm):
+            m.weight.fill_(1.0)
+            if m.bias is not None:
+                m.bias.zero_()
         elif isinstance(m, MLMHead):
             m.bias.zero_()
 

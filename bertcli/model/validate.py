@@ -59,11 +59,11 @@ def header_shapes(directory: Path, rename: Callable[[str], str] = lambda k: k) -
     return shapes
 
 
-def _base(shapes: dict, family: str) -> Optional[str]:
-    from bertcli.model.hf import BASE
-
-    if any(k.startswith(BASE[family]) for k in shapes):
-        return BASE[family]
+def _base(shapes: dict, prefix: str) -> Optional[str]:
+    """The backbone prefix the stored names use: the family's (task models), none (a bare
+    encoder's `embeddings.*`), or None when they are not this family's tensors."""
+    if any(k.startswith(prefix) for k in shapes):
+        return prefix
     return "" if any(k.startswith("embeddings.") for k in shapes) else None
 
 
@@ -77,7 +77,7 @@ def check_shapes(directory: Path, c, head: str, rename: Callable[[str], str] = l
 
     where = str(Path(directory) / "config.json")
     shapes = header_shapes(directory, rename)
-    base = _base(shapes, c.family)
+    base = _base(shapes, c.spec.hf_prefix)
     if base is None:
         return  # not this family's tensors at all: load_checkpoint says so, naming the prefixes
     wmap = weight_map(c, head, base)
@@ -115,18 +115,19 @@ def check_tokenizer(tok, c, where: str) -> None:
     """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
     the model's padding id (RoBERTa's positions count from it), and the family's special tokens
     (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
-    from bertcli.tokenizer import SPECIAL_TOKENS
+    from bertcli.model.families import FAMILIES
 
     problems = []
     if tok.vocab_size > c.vocab_size:
         problems.append(f"the tokenizer has {tok.vocab_size:,} tokens, the model {c.vocab_size:,} embeddings")
     if tok.pad_id != c.pad_token_id:
         problems.append(f"the tokenizer's padding id is {tok.pad_id}, config.json's pad_token_id {c.pad_token_id}")
-    own = SPECIAL_TOKENS.get(c.family)
+    own = dict(c.spec.special_tokens)
     roles = ("cls", "sep", "mask")
     got = {r: tok.tokens.get(r) for r in roles}
     if own and any(got[r] != own[r] for r in roles):
-        for family, theirs in SPECIAL_TOKENS.items():
+        for family, spec in FAMILIES.items():
+            theirs = spec.special_tokens
             if all(got[r] == theirs[r] for r in roles) and any(theirs[r] != own[r] for r in roles):
                 problems.append(f"its special tokens {' '.join(got[r] for r in roles)} are {family}'s; a {c.family} "
                                 f"model uses {' '.join(own[r] for r in roles)}")

@@ -76,12 +76,14 @@ class TrainState:
     scaler: dict = field(default_factory=dict)  # GradScaler.state_dict() (fp16), else empty
     majority_acc: Optional[float] = None
     tokenizer_sha256: Optional[str] = None      # tokenizer.json the run was trained with
-    data_sha256: Optional[str] = None           # the built data's arrow files (of the current phase)
-    phase: Optional[int] = None                 # multi-phase runs: the phase of the last update,
-    phase_name: Optional[str] = None            # where it started, the samples read of its data
-    phase_start: Optional[int] = None
-    phase_samples: Optional[int] = None
-    elapsed_s: float = 0.0                      # training seconds of every run of this training
+    data_sha256: Optional[str] = None           # the built data's arrow files
+    # multi-phase runs and time budgets (bertcli.train.phases): the phase of the last update, the
+    # cursor into that phase's data, and the training seconds of every run of this training
+    phase: int = 0
+    phase_name: Optional[str] = None
+    phase_start: int = 0
+    phase_samples: int = 0
+    elapsed_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
     @classmethod

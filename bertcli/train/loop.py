@@ -69,6 +69,7 @@ class PhaseData:
     n_train: int
     n_val: int
     collate: Callable
+    data_sha256: str | None = None      # recorded in checkpoints (bertcli.train.provenance)
 
 
 # The trainer state keys resuming reads (Trainer._load); a checkpoint lacking one is damaged.
@@ -144,7 +145,7 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, PhaseLR(self.phases, cfg.learning_rate))
         else:
             self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
-                                             cfg.power, cfg.min_lr_ratio)
+                                             cfg.power, cfg.min_lr_ratio, cfg.decay_fraction)
         # Time budget: `elapsed` counts the training seconds of every run of this training (the
         # checkpoint carries them), not the time spent building a phase's data. The clock is an
         # attribute so that tests can drive the schedule with a fake one.
@@ -166,7 +167,8 @@ class Trainer:
         self.rng_to_restore = rng
         self.phase, self.data = None, None
         self._enter_phase(phase_of(self.phases, self.step + 1),
-                          PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate))
+                          PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate,
+                                    inp.inputs_sha256.get("data_sha256")))
         if inp.resume is not None:
             self._check_resumed_phase(inp.resume.state)
         if self.budget is not None:
@@ -181,10 +183,11 @@ class Trainer:
 
     # ------------------------------------------------------------------- micro-batch
     def _micro_batch(self, ph: Phase) -> tuple[int, int, int]:
-        """(local batch, micro-batch, accumulation steps) of phase `ph`: its
-        train.micro_batch_size, or with `auto` the largest that fits the device's free memory at
-        the data's longest rows, from probe forward passes (bertcli.train.memory); a size or a
-        model that cannot fit is a UserError here, before the phase's first step."""
+        """(local batch, micro-batch, accumulation steps) of phase `ph` (the whole run when it has
+        no phases): its train.micro_batch_size, or with `auto` the largest that fits the device's
+        free memory at the phase's longest rows, from probe forward passes
+        (bertcli.train.memory); a size or a model that cannot fit is a UserError here, before the
+        phase's first step."""
         from bertcli.train import memory
 
         cfg, d = ph.recipe.train, self.d
@@ -207,7 +210,8 @@ class Trainer:
         return split_batch(cfg.batch_size, d.world_size, micro)
 
     def _probe(self, m: int, length: int, dcfg=None) -> None:
-        """A forward pass of m synthetic rows of `length` tokens, masked as the data would be."""
+        """A forward pass of m synthetic rows of `length` tokens, masked as the data section
+        `dcfg` (default: the recipe's) would mask them."""
         V = self.model.config.vocab_size
         dcfg = dcfg or self.r.data
         k = max(1, min(length - 2, round(length * dcfg.mlm_probability), dcfg.max_predictions_per_seq or length))
@@ -231,8 +235,7 @@ class Trainer:
             scheduler={k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
             scaler=self.scaler.state_dict() if self.scaler.is_enabled() else {},
             interval_sums=dict(zip(SUMS, sums.tolist())), majority_acc=self.majority,
-            tokenizer_sha256=self.inp.inputs_sha256.get("tokenizer_sha256"),
-            data_sha256=self.inp.inputs_sha256.get("data_sha256"),
+            tokenizer_sha256=self.inp.inputs_sha256.get("tokenizer_sha256"), data_sha256=self.data.data_sha256,
             # the phase of the last update and the cursor into its data; the training time
             phase=self.phase.index, phase_name=self.phase.name, phase_start=self.phase.start,
             phase_samples=(self.step - self.phase.start) * self.batch_size, elapsed_s=self.elapsed)

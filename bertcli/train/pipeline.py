@@ -24,11 +24,12 @@ import torch
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.machine import advise_threads
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
-from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name, state_value
+from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
@@ -224,6 +225,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     from bertcli.train.loop import Trainer, TrainInputs
 
     check_precision(recipe.train.precision, d.device)
+    advise_threads(d.device)
     run_dir = recipe.out
     ck = prepare_run(recipe, resume, force)
     distributed.barrier(d)  # every process has checked before rank 0 changes anything
@@ -243,9 +245,10 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     train_split, val_split = data["train"], data["validation"]
     hashes = provenance.inputs_sha256(tok_result.path, data_result.path)
     same_phase = ck is not None and phase_of(phases, max(1, ck.step)) is start_phase   # not at a boundary
-    if ck is not None:  # at a phase boundary the data is the next phase's: only the tokenizer compares
-        provenance.check_same_inputs(ck.state, hashes if same_phase else {**hashes, "data_sha256": None},
-                                     ck.path, tok_result.path, data_result.path)
+    if ck is not None:
+        # At a phase boundary the data is the next phase's: only the tokenizer must be the same.
+        provenance.check_same_inputs(ck.state, hashes, ck.path, tok_result.path, data_result.path,
+                                     compare=("tokenizer_sha256", "data_sha256") if same_phase else ("tokenizer_sha256",))
         if same_phase and ck.state.train_rows not in (None, len(train_split)):
             raise UserError(f"the checkpoint was trained on {ck.state.train_rows:,} rows, the data has "
                             f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
@@ -267,14 +270,14 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         n_train=len(train_split), n_val=len(val_split),
         collate=PretrainCollator(tok, start_phase.recipe.data, recipe.seed),
         hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck, inputs_sha256=hashes, phases=phases,
-        open_phase=lambda ph: _open_phase(ph, tok, d, result, hashes))
+        run_dir=run_dir, dist=d, resume=ck, phases=phases, inputs_sha256=hashes,
+        open_phase=lambda ph: _open_phase(ph, tok, d, result))
     budget = budget_seconds(recipe.train)
     if ck is not None and (ck.step >= recipe.train.max_steps
-                           or (budget is not None and state_value(ck.state, "elapsed_s", 0.0) >= budget)):
+                           or (budget is not None and ck.state.elapsed_s >= budget)):
         console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
                     f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
-        result.train_seconds = float(state_value(ck.state, "elapsed_s", 0.0))
+        result.train_seconds = float(ck.state.elapsed_s)
         result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.tokens)
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
@@ -310,7 +313,8 @@ def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult, hashes: di
     data = load_data(data_result.path)
     hashes["data_sha256"] = provenance.data_sha256(data_result.path)
     return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
-                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed))
+                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed),
+                     provenance.content_sha256(data_result.path, ["*.arrow"]))
 
 
 def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
@@ -342,5 +346,5 @@ def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
         rows.append(("next", "the same command with --resume auto continues from the checkpoint"))
     elif r.checkpoint:
         rows.append(("next", f"bertcli fill-mask --checkpoint {r.checkpoint} \"...\"  |  "
-                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir GLUE"))
+                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir glue_data"))
     return rows

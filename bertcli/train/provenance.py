@@ -59,15 +59,16 @@ def inputs_sha256(tokenizer_dir: Path, data_dir: Path) -> dict[str, str]:
     return {"tokenizer_sha256": content_sha256(tokenizer_dir, ["tokenizer.json"]), "data_sha256": data_sha256(data_dir)}
 
 
-def check_same_inputs(state, now: dict[str, str], checkpoint: Path, tokenizer_dir: Path, data_dir: Path) -> None:
-    """UserError when the tokenizer or the data differs from what the checkpoint was trained on.
-    A hash missing on either side (a checkpoint older than the hashes; None in `now`: not to be
-    compared, e.g. the data at a phase boundary) is not compared."""
+def check_same_inputs(state, now: dict[str, str], checkpoint: Path, tokenizer_dir: Path, data_dir: Path,
+                      compare: Iterable[str] = ("tokenizer_sha256", "data_sha256")) -> None:
+    """UserError when the tokenizer or the data differs from what the checkpoint was trained on
+    (the keys in `compare`). Checkpoints written before the hashes were recorded (None) are not
+    compared."""
     problems = []
     for key, what, path in (("tokenizer_sha256", "tokenizer", Path(tokenizer_dir) / "tokenizer.json"),
                             ("data_sha256", "data", Path(data_dir))):
-        saved = getattr(state, key, None)
-        if saved is not None and now.get(key) is not None and saved != now[key]:
+        saved = getattr(state, key, None) if key in compare else None
+        if saved is not None and saved != now[key]:
             problems.append(f"{what}: the checkpoint was trained on sha256 {saved}, {path} has sha256 {now[key]}")
     if not problems:
         return
