@@ -50,23 +50,11 @@ LIST_BASE = {"corpus.sources": "path: builtin", "train.phases": "name: p"}
 
 
 def _override(path: str, value: str) -> list[str]:
-    """--set items that put `value` at `path` (list elements are set through the whole list,
-    with their required keys)."""
+    """--set items that put `value` at `path` (list elements are set through the whole list)."""
     if "[0]." in path:
         section, key = path.split("[0].")
         return [f"{section}=[{{{LIST_BASE[section]}, {key}: {value}}}]"]
     return [f"{path}={value}"]
-
-
-def _lists(cls=Recipe, prefix=""):
-    """(path, field, type) of the list-of-section fields."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        tp = hints.get(f.name)
-        if dataclasses.is_dataclass(tp):
-            yield from _lists(tp, f"{prefix}{f.name}.")
-        elif typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
-            yield f"{prefix}{f.name}", f, tp
 
 
 def test_the_enumeration_sees_every_section():
@@ -97,7 +85,8 @@ def test_every_count_used_as_a_divisor_refuses_zero_before_any_work():
 def test_every_numeric_field_declares_its_range():
     """The generic mechanism only works when a field states its bounds: a new count without
     `ge=1` (or a float without a lower bound) would let 0 or a negative through."""
-    unbounded = [p for p, f, _ in FIELDS if f.metadata.get("ge") is None and f.metadata.get("gt") is None]
+    unbounded = [p for p, f, _ in FIELDS if f.metadata.get("ge") is None and f.metadata.get("gt") is None
+                 and not f.metadata.get("signed")]
     assert unbounded == [], f"declare ge/gt for: {unbounded}"
 
 

@@ -49,9 +49,7 @@ def train(run_dir: Path, *overrides, resume=None, model=None):
                          train_dataset=RowDataset(37), val_dataset=RowDataset(10, offset=1000), n_train=37, n_val=10,
                          collate=collate, hf_save=_hf_save, run_dir=run_dir, resume=resume,
                          inputs_sha256={"tokenizer_sha256": "t" * 64, "data_sha256": "d" * 64})
-    trainer = Trainer(inputs)
-    getattr(inputs.model, "arm", lambda: None)()      # from the first update on (not the memory probe)
-    return trainer.fit()
+    return Trainer(inputs).fit()
 
 
 def model_records(run_dir: Path):
@@ -72,7 +70,7 @@ class PoisonedAt(TinyModel):
         self.calls, self.step, self.value = 0, step + self.PROBE_FORWARDS, value
 
     def forward(self, *args, **kw):
-        if self.training and self.armed:
+        if self.training:
             self.calls += 1
             if self.calls == self.step:
                 with torch.no_grad():

@@ -299,9 +299,9 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     return result
 
 
-def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult, hashes: dict):
+def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
     """A later phase's data for the trainer: its stage (built when missing, as at the start of a
-    run) loaded as the loop reads it; its sha256 is what the next checkpoints record."""
+    run) loaded as the loop reads it."""
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.train.loop import PhaseData
@@ -311,7 +311,6 @@ def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult, hashes: di
     result.stages.append(data_result)
     console.log(f"{data_result.name}: {'reused' if data_result.reused else 'built'} {data_result.path}")
     data = load_data(data_result.path)
-    hashes["data_sha256"] = provenance.data_sha256(data_result.path)
     return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
                      len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed),
                      provenance.content_sha256(data_result.path, ["*.arrow"]))

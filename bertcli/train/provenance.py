@@ -49,14 +49,10 @@ def content_sha256(directory: Path | str, patterns: Iterable[str]) -> str:
     return digest
 
 
-def data_sha256(data_dir: Path) -> str:
-    """The built data's content: its Arrow files (build_info.json holds timings, not data)."""
-    return content_sha256(data_dir, ["*.arrow"])
-
-
 def inputs_sha256(tokenizer_dir: Path, data_dir: Path) -> dict[str, str]:
     """The hashes a checkpoint records (TrainState.tokenizer_sha256 / data_sha256)."""
-    return {"tokenizer_sha256": content_sha256(tokenizer_dir, ["tokenizer.json"]), "data_sha256": data_sha256(data_dir)}
+    return {"tokenizer_sha256": content_sha256(tokenizer_dir, ["tokenizer.json"]),
+            "data_sha256": content_sha256(data_dir, ["*.arrow"])}
 
 
 def check_same_inputs(state, now: dict[str, str], checkpoint: Path, tokenizer_dir: Path, data_dir: Path,
