@@ -368,8 +368,11 @@ def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None
     the key, and again on the resolved recipe): finite, and within the field's declared bounds
     (`ge` / `gt` / `le` metadata). A nan compares false with every bound, so finiteness comes
     first: an unbounded float must not let nan or inf through either."""
-    numbers = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else [value]
-    for v in numbers:
+    if isinstance(value, dict):
+        numbers = [(f"{path}.{k}", v) for k, v in value.items()]
+    else:
+        numbers = [(path, v) for v in (value if isinstance(value, list) else [value])]
+    for path, v in numbers:
         if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         if isinstance(v, float) and not math.isfinite(v):

@@ -17,10 +17,11 @@ from typing import Literal, Optional, Union
 from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
 
 
-def num(default, *, ge=None, gt=None, le=None, hash=True):
+def num(default, *, ge=None, gt=None, le=None, hash=True, signed=False):
     """A field with numeric bounds checked at load time; hash=False keeps it out of the stage
-    cache keys (settings that do not change what a stage writes)."""
-    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
+    cache keys (settings that do not change what a stage writes); signed=True declares that any
+    finite number is meaningful (a threshold, an offset), so it has no lower bound on purpose."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash, "signed": signed})
 
 
 def nohash(default, **bounds):
@@ -369,7 +370,7 @@ class SquadConfig:
     """Start and end candidates per window, and entries per question in nbest_predictions.json."""
     max_answer_length: int = num(30, ge=1)
     """Longest answer in tokens."""
-    null_threshold: float = 0.0
+    null_threshold: float = num(0.0, signed=True)
     """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
     null_score_diff_threshold; results.json reports the best threshold on dev too)."""
     bad_answers: Literal["error", "repair", "skip"] = "error"

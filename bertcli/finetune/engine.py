@@ -195,22 +195,11 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
 
 
 def check_output(path: Path) -> None:
-    """The output directory must be writable before any training (nothing trained is lost)."""
-    import tempfile
+    """The output directory must be writable before any training (nothing trained is lost):
+    the shared write-path check of every command."""
+    from bertcli.paths import check_output_dir
 
-    path = Path(path)
-    parent = path if path.is_dir() else next((p for p in path.parents if p.exists()), Path("."))
-    if path.exists() and not path.is_dir():
-        raise UserError(f"the output path {path} is a file, not a directory", where=str(path),
-                        fix="give --out a directory path")
-    try:
-        if not parent.is_dir():
-            raise OSError(f"{parent} is not a directory")
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as e:
-        raise UserError(f"cannot write into {parent}: {e.strerror or e}", where=str(path),
-                        fix="choose a writable --out directory (checked before training, so nothing is lost)")
+    check_output_dir(path, "the output directory", "--out")
 
 
 def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):

@@ -37,7 +37,7 @@ def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, 
     checkpoint = Path(checkpoint)
     check_checkpoint(checkpoint)
     specs = select_tasks(task, data_dir, hub)
-    out = check_output_dir(Path(out) if out is not None else default_out(checkpoint), "the fine-tuning output", "--out")
+    out = check_output_dir(Path(out) if out is not None else default_out(checkpoint), "the output directory", "--out")
 
     # Read every task before training any, so a broken file is found in seconds, not hours.
     datas = []

@@ -200,8 +200,8 @@ class Trainer:
             per_seq, fixed = memory.measure(lambda m: self._probe(m, length, ph.recipe.data), self.model)
         except torch.cuda.OutOfMemoryError:
             per_seq, fixed = float(available), 0.0        # not even the probe's 1 sequence fits
-        p = memory.plan(local, memory.static_bytes(self.model), per_seq, fixed, available, source,
-                        None if auto else requested, length)
+        static = memory.static_bytes(self.model) - memory.resident_bytes(self.model, self.optimizer)
+        p = memory.plan(local, static, per_seq, fixed, available, source, None if auto else requested, length)
         micro = min(all_gather_json(d, p.micro))          # every process accumulates the same number
         if auto and d.main:
             from bertcli import console

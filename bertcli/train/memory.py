@@ -130,6 +130,14 @@ def check_model_fits(n_params: int, device: torch.device, bytes_per_param: int =
                 "tokenizer.vocab_size) or a device with more memory (train.device)")
 
 
+def resident_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """What of static_bytes is allocated already (weights; gradients and optimizer state once
+    they exist): the free-memory figure no longer counts it, so it must not be asked for twice."""
+    tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters() if p.grad is not None]
+    tensors += [t for st in optimizer.state.values() for t in st.values() if torch.is_tensor(t)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 @dataclass
 class Plan:
     micro: int
