@@ -154,7 +154,7 @@ FULL_DISK = textwrap.dedent('''
     out = {}
     probe = trainer(Path(sys.argv[4]), 4)          # the size of one checkpoint, measured off the small disk
     probe.fit()
-    size = sum(-(-f.stat().st_size // 4096) * 4096 for f in (Path(sys.argv[4]) / "final").rglob("*") if f.is_file())
+    size = sum(-(-f.stat().st_size // 4096) * 4096 for f in (Path(sys.argv[4]) / "checkpoints" / "step-0000004").rglob("*") if f.is_file())
     out["size"] = size
     if mode == "measured":                          # the write itself runs out: the pre-check is bypassed
         ck.estimated_size = lambda model, optimizer: 0
@@ -210,7 +210,7 @@ def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path, mode)
     out = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[7:])
     assert out["error"] and ("not enough free space" in out["error"] or "no space left" in out["error"]), out
     assert "are free" in out["error"] and ("needs at least" in out["error"] or mode == "measured"), out
-    assert out["where"].endswith("final"), out                    # names the checkpoint being written
+    assert out["where"].endswith("step-0000008"), out             # names the checkpoint being written
     assert out["step4_step"] == 4, out                           # the previous checkpoint is intact
     assert out["run"] == ["checkpoints", "metrics.jsonl"] and out["checkpoints"] == ["step-0000004"], out  # no half-written one
     assert out["metrics_error"] and "metrics log" in out["metrics_error"] and "no space left" in out["metrics_error"]

@@ -113,10 +113,10 @@ def test_an_overflowing_learning_rate_stops_with_no_checkpoint_at_all(tmp_path):
 def test_train_state_is_one_schema_that_round_trips(tmp_path):
     run_dir = tmp_path / "run"
     train(run_dir)
-    c = ck.read(run_dir / "final", require=ck.TrainState.required_keys())
+    c = ck.read(ck.latest(run_dir), require=ck.TrainState.required_keys())
     assert isinstance(c.state, ck.TrainState) and c.state.step == 8 and c.state.consumed_samples == 64
     assert c.state.tokenizer_sha256 == "t" * 64 and c.state.data_sha256 == "d" * 64
-    raw = json.loads((run_dir / "final" / "trainer_state" / "state.json").read_text())
+    raw = json.loads((c.path / "trainer_state" / "state.json").read_text())
     assert {k: raw[k] for k in c.state.state_dict()} == c.state.state_dict()
     again = ck.TrainState.from_state_dict({**raw, "future_key": [1, 2]})
     assert again.extra == {"future_key": [1, 2]} and again.state_dict()["future_key"] == [1, 2]
@@ -250,7 +250,7 @@ def _copy(cli_run: Path, tmp_path: Path) -> Path:
 
 
 def _saved_state(run: Path) -> dict:
-    return json.loads((run / "final" / "trainer_state" / "state.json").read_text())
+    return json.loads((ck.latest(run) / "trainer_state" / "state.json").read_text())
 
 
 def test_resume_with_the_same_stages_continues(cli_run, tmp_path):

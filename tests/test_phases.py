@@ -88,7 +88,7 @@ def test_data_batch_and_schedule_switch_at_the_boundary(tmp_path):
     assert "val_loss" in m[5] and "val_loss" in m[11]      # each phase's end is validated
     boundary = state_of(tmp_path / "run" / "checkpoints" / "step-0000006")   # and checkpointed
     assert (boundary["phase"], boundary["phase_samples"], boundary["train_rows"]) == (0, 6 * 8, 37)
-    final = state_of(tmp_path / "run" / "final")
+    final = state_of(ck.latest(tmp_path / "run"))
     assert (final["phase"], final["phase_name"], final["phase_start"]) == (1, "b", 6)
     assert final["phase_samples"] == 6 * 4 and final["consumed_samples"] == 6 * 8 + 6 * 4
     assert final["train_rows"] == 23 and final["batch_size"] == 4

@@ -81,7 +81,7 @@ def test_one_run_two_phases_boundary_and_row_lengths(reference, work):
     # the 128-token data was built when phase 2 started, after phase 1's last step
     assert res.stderr.index("data long: built") > res.stderr.index("step 45/50"), res.stderr
     assert "phase short" in res.stdout and "steps 46-50, 128 tokens" in res.stdout
-    final = ck.read(out / "final").state.state_dict()
+    final = ck.read(ck.latest(out)).state.state_dict()
     assert (final["phase_name"], final["phase_start"], final["phase_samples"]) == ("long", 45, 5 * 16)
 
 

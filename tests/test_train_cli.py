@@ -100,8 +100,10 @@ def test_bert_pretrain_nsp_runs_all_stages_and_learns(bert_run):
     _assert_learns(read_metrics(out / "metrics.jsonl"), pair=True)
     assert "pretrain bert-tiny: done" in res.stdout and str(out / "final") in res.stdout
     kept = sorted(p.name for p in (out / "checkpoints").iterdir())
-    assert kept == ["step-0000020", "step-0000030"]               # bert-tiny keeps the last 2
-    state = json.loads((out / "final" / "trainer_state" / "state.json").read_text())
+    assert kept == ["step-0000030", "step-0000040"]               # bert-tiny keeps the last 2
+    # final/ is the model to load and share: no optimizer, no second copy of the weights
+    assert not (out / "final" / "trainer_state").exists() and (out / "final" / "model.safetensors").is_file()
+    state = json.loads((out / "checkpoints" / "step-0000040" / "trainer_state" / "state.json").read_text())
     assert state["step"] == 40 and state["consumed_samples"] == 40 * 16
 
 
@@ -197,10 +199,10 @@ def test_an_output_directory_holding_another_run_is_refused_untouched(work, bert
 def test_resume_refuses_a_changed_model_and_a_damaged_checkpoint(work, bert_run, bert_sets):
     out = bert_run[0]
     res = pretrain("bert-tiny", work / "other", *bert_sets, "model.intermediate_size=96", cache=work / "cache",
-                   extra=["--resume", str(out / "final")])
+                   extra=["--resume", str(out / "checkpoints" / "step-0000040")])
     assert_user_error(res, "model changed since the checkpoint", "model.intermediate_size: 128 -> 96")
     damaged = work / "damaged"
-    shutil.copytree(out / "final", damaged)
+    shutil.copytree(out / "checkpoints" / "step-0000040", damaged)
     blob = damaged / "trainer_state" / "model.safetensors"
     blob.write_bytes(blob.read_bytes()[:100])
     res = pretrain("bert-tiny", work / "other", *bert_sets, cache=work / "cache", extra=["--resume", str(damaged)])
@@ -218,7 +220,9 @@ def test_prepare_run_refusals(work, bert_run, bert_sets):
         prepare_run(recipe, "auto", True)
     with pytest.raises(UserError, match="not a bertcli training checkpoint"):
         prepare_run(recipe, str(work / "cache"), False)           # a directory without trainer state
-    assert prepare_run(recipe, "auto", False).path == out / "final"
+    assert prepare_run(recipe, "auto", False).path == out / "checkpoints" / "step-0000040"
+    with pytest.raises(UserError, match="final/ holds the model and tokenizer only"):
+        prepare_run(recipe, str(out / "final"), False)
     assert prepare_run(recipe, None, True) is None                 # --force: start over
     longer = load_recipe("bert-tiny", [*TINY, *bert_sets, f"output_dir={out}", "train.max_steps=60"])
     assert prepare_run(longer, "auto", False).step == 40          # a longer run may continue

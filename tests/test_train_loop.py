@@ -67,7 +67,7 @@ def test_accumulation_equals_one_big_batch(tmp_path):
 
 def test_loss_falls_and_records_have_the_documented_fields(tmp_path):
     _, result, m = run(tmp_path, "train.max_steps=40", "train.eval_every=40", "train.save_every=40")
-    assert result.step == 40 and (tmp_path / "run" / "final" / "trainer_state" / "state.json").is_file()
+    assert result.step == 40 and (tmp_path / "run" / "checkpoints" / "step-0000040" / "trainer_state" / "state.json").is_file()
     assert {"step", "loss", "mlm_loss", "mlm_acc", "pair_loss", "pair_acc", "lr", "tokens_per_s"} <= set(m[0])
     assert m[-1]["step"] == 40 and "val_mlm_acc" in m[-1] and "val_mlm_majority_acc" in m[-1]
     first, last = sum(r["loss"] for r in m[:5]) / 5, sum(r["loss"] for r in m[-5:]) / 5

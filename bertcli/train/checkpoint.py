@@ -14,6 +14,10 @@ a temporary name and renamed when complete. No pickle anywhere:
                                metric sums, sha256 of the tokenizer and data trained on) and the
                                file sizes (checked on load); written last
 
+    final/                     the finished run's model: config.json, model.safetensors,
+                               tokenizer files, recipe.yaml; no trainer state (the last step's
+                               checkpoint holds it)
+
 A checkpoint whose weights are not finite is never written (`final/` least of all): the run
 stops with a message and the previous complete checkpoint stays. A full disk during a save is
 one message naming the path and the space needed; the temporary directory is removed and the
@@ -257,6 +261,22 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
     return path
 
 
+def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step: int) -> Path:
+    """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
+    without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
+    extending a finished run read). The same refusals as `save`."""
+    from bertcli.stages import building
+
+    path = Path(path)
+    _refuse_nonfinite(path, model, step)
+    needed = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + (1 << 20)
+    what = f"model directory {path.name}/"
+    check_space(path.parent, needed, what)
+    with saving(path, what, needed), building(path, recipe) as tmp:
+        hf_save(model, tmp)
+    return path
+
+
 # ----------------------------------------------------------------------------------- load
 @dataclass
 class Checkpoint:
@@ -284,6 +304,11 @@ def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
         raise UserError("no such checkpoint directory", where=str(path),
                         fix="give a checkpoint directory (run/checkpoints/step-N or run/final) or --resume auto")
     ts = path / "trainer_state"
+    if not (ts / "state.json").is_file() and path.name == "final" and (path / "config.json").is_file():
+        raise UserError("final/ holds the model and tokenizer only; the training state of a run is in its "
+                        "checkpoints/ directory", where=str(path),
+                        fix=f"--resume auto (the newest of {path.parent / 'checkpoints'}), or --resume with one "
+                            "checkpoints/step-N directory")
     if not (ts / "state.json").is_file():
         raise _damaged(path, "trainer_state/state.json is missing (a Hugging Face model without trainer state "
                              "can be fine-tuned, not resumed)")

@@ -273,6 +273,11 @@ class Trainer:
             ckpt_io.prune(self.inp.run_dir, self.cfg.keep_last)
         return path
 
+    def _save_final(self, path: Path) -> Path:
+        if self.d.main:
+            ckpt_io.save_model_only(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, step=self.step)
+        return path
+
     # -------------------------------------------------------------------------- data
     def _train_loader(self) -> DataLoader:
         # the cursor into this phase's data: the samples its steps so far consumed
@@ -422,7 +427,9 @@ class Trainer:
                         view.record(rec)
                         result.last = rec
                     if final:
-                        result.checkpoint = self._save(run_dir / "final")
+                        # the state to resume or extend the run from, then final/: the model alone
+                        self._save(ckpt_io.step_dir(run_dir, step))
+                        result.checkpoint = self._save_final(run_dir / "final")
                     elif stopping:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
                         result.interrupted = stop.signum or signal.SIGTERM

@@ -283,7 +283,9 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
                     f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
         result.train_seconds = float(ck.state.elapsed_s)
-        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.tokens)
+        final = run_dir / "final"
+        result.step, result.tokens = ck.step, int(ck.state.tokens)
+        result.checkpoint = final if (final / "config.json").is_file() else ck.path
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
         result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
