@@ -393,8 +393,9 @@ class Trainer:
         it = None
         self.t0 = self.clock()
         interval_start, interval_tokens = time.monotonic(), 0
+        first_log = min(cfg.max_steps, (self.step // cfg.log_every + 1) * cfg.log_every)
         with StopFlag() as stop, LiveView(cfg.max_steps, self.step, pair_name, enabled=d.main,
-                                             budget=self.budget) as view:
+                                             budget=self.budget, first_log_step=first_log) as view:
             try:
                 while self.step < cfg.max_steps and not self._budget_spent():
                     # a test holds the run here to signal it at a known step; a no-op otherwise
