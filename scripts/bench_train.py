@@ -48,6 +48,8 @@ def parse() -> argparse.Namespace:
                         "main process's anonymous RSS at the start and end, sampled every --rss-every steps, and "
                         "its slope (MB per 1,000 steps)")
     p.add_argument("--rss-every", type=int, default=100)
+    p.add_argument("--no-trim", action="store_true",
+                   help="skip the periodic malloc_trim that Trainer.fit does (bertcli/train/heap.py)")
     p.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bertcli-bench"),
                    help="where the bench's tokenizer and data are cached")
     return p.parse_args()
@@ -93,7 +95,8 @@ def main() -> None:
     def ours_step() -> int:
         batches = [next(ours_it) for _ in range(trainer.accum)]
         trainer._train_step(batches, stop)
-        release_free_memory(trainer.step)  # as Trainer.fit does after each step
+        if not args.no_trim:
+            release_free_memory(trainer.step)  # as Trainer.fit does after each step
         return sum(int(b["attention_mask"].sum()) for b in batches)
 
     family = recipe.model.family
@@ -188,7 +191,7 @@ def rss_run(step, args, name: str, cfg, trainer) -> dict:
     slope = sum((x - mx) * (y - my) for x, y in half) / var * 1000 if var else 0.0
     return {"recipe": name, "steps": args.rss_steps, "batch_size": cfg.batch_size, "micro_batch_size": trainer.micro,
             "max_seq_length": trainer.r.data.max_seq_length, "num_workers": cfg.num_workers,
-            "threads": torch.get_num_threads(), "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+            "threads": torch.get_num_threads(), "malloc_trim": not args.no_trim, "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
             "rss_start_mb": samples[0][1], "rss_end_mb": samples[-1][1], "rss_max_mb": max(y for _, y in samples),
             "slope_mb_per_1000_steps_second_half": round(slope, 1), "s_per_step": round(wall / args.rss_steps, 4),
             "cpu_s_per_step": round(cpu / args.rss_steps, 4), "samples": samples,

@@ -7,8 +7,11 @@ differ only in config and in the flags of their spec (bertcli.model.families).
                -> (pre-LN only) final LayerNorm                                    [N, H]
 
 N is the number of tokens the dense layers run on: only the real tokens (B*T minus padding)
-when the batch has padding, all B*T otherwise. Only attention needs the [B, T] layout, so the
-Q/K/V rows are scattered back into it just around scaled_dot_product_attention ("unpadding").
+when the batch has padding, all B*T otherwise. N is rounded up (`bucketed`) by carrying a few
+padding positions as rows too (dense layers are row-wise, attention masks them out as keys,
+nothing reads them), so that the shapes repeat from batch to batch: tensors of ever-new sizes
+left glibc's heap growing without bound over long runs (bertcli.train.heap). Only attention
+needs the [B, T] layout, so the Q/K/V rows are scattered back into it just around scaled_dot_product_attention ("unpadding").
 Pretraining reads the last layer only at the masked positions and [CLS], so the last layer can
 compute just those n rows (`keep`): queries, output projection and feed-forward for n tokens,
 keys and values for all.
@@ -59,6 +62,13 @@ def first_positions(batch: int, length: int, device) -> Tensor:
     return torch.arange(batch, device=device) * length
 
 
+def bucketed(n: int) -> int:
+    """n rounded up to a multiple of a power-of-two step of about n/32..n/64: ~1% more rows on
+    average, and at most a few dozen distinct sizes per doubling of n (n < 64: n itself)."""
+    step = 1 << max(0, (n // 32).bit_length() - 1)
+    return -(-n // step) * step
+
+
 @dataclass
 class Layout:
     """Where the N token rows the dense layers see sit in the [B, T] batch."""
@@ -66,7 +76,8 @@ class Layout:
     batch: int
     length: int
     mask: Optional[Tensor] = None   # [B, 1, 1, T] bool, True = attend; None when nothing is padded
-    index: Optional[Tensor] = None  # [N] flat position (into B*T) of each real token; None: N = B*T
+    index: Optional[Tensor] = None  # [N] flat position (into B*T) of each row (real tokens, and the
+                                    # padding carried to round N up); None: N = B*T
     rows: Optional[Tensor] = None   # [B*T] row in [N] of each flat position (padding: a neighbour's)
 
     def flat(self, x: Tensor) -> Tensor:
@@ -96,11 +107,19 @@ def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad
     if not unpad:
         # no padding at all: SDPA may pick its fastest (mask-free) kernel
         return Layout(batch, length) if bool(keep.all()) else Layout(batch, length, mask)
-    flat = keep.reshape(-1)
-    index = flat.nonzero().squeeze(1)                  # [N]; one host sync, also answering "any padding?"
-    if index.numel() == batch * length:
-        return Layout(batch, length)
-    rows = (flat.long().cumsum(0) - 1).clamp_(min=0)   # [B*T]
+    flat = keep.reshape(-1)                            # [B*T]
+    # padding that may be carried as rows: in sequences with a real token (an all-padding
+    # sequence's rows would attend to nothing and turn NaN)
+    spare = ~flat & keep.any(1, keepdim=True).expand(batch, length).reshape(-1)
+    real, spares = torch.stack([flat.sum(), spare.sum()]).tolist()  # one host sync
+    if real == batch * length:
+        return Layout(batch, length)                   # no padding at all
+    n = real + min(bucketed(real) - real, spares)      # N: real tokens + the first few spare ones
+    if n == batch * length:
+        return Layout(batch, length, mask)
+    rows_at = flat | (spare & (spare.cumsum(0) <= n - real))  # [B*T] True where a row is
+    index = torch.nonzero_static(rows_at, size=n).squeeze(1)  # [N], ascending
+    rows = (rows_at.long().cumsum(0) - 1).clamp_(min=0)       # [B*T]
     return Layout(batch, length, mask, index, rows)
 
 
@@ -121,6 +140,26 @@ class Queries:
     def flat(self, x: Tensor) -> Tensor:
         """[B, Q, ...] -> [n, ...]."""
         return x.reshape(-1, *x.shape[2:]).index_select(0, self.slots)
+
+
+def bucketed_keep(keep: Tensor, layout: Layout) -> Tensor:
+    """`keep` [n] and then a few more real positions, to bucketed(n) [n'] where there are enough:
+    the sparse last layer's sizes then repeat too. The extra ones go to the sequences with the
+    fewest kept first (the earliest not yet kept), so that Q, the most kept in one sequence,
+    grows only when no other sequence has room below it."""
+    n = keep.numel()
+    extra = bucketed(n) - n
+    B, T = layout.batch, layout.length
+    free = torch.ones(B * T, dtype=torch.bool, device=keep.device) if layout.mask is None \
+        else layout.mask.reshape(-1).clone()                          # [B*T] real tokens
+    free[keep] = False
+    seq = torch.arange(B * T, device=keep.device) // T                # [B*T]
+    kept = torch.bincount(keep // T, minlength=B)                     # [B]
+    # the level a free position would fill: its sequence's kept count + its rank among the free
+    level = (free.view(B, T).long().cumsum(1).view(-1) + kept[seq])   # [B*T]
+    order = torch.where(free, level * B + seq, 2 * T * B)             # fewest first, then by sequence
+    extra = min(extra, int(free.sum()))
+    return torch.cat([keep, order.topk(extra, largest=False).indices]) if extra else keep
 
 
 def make_queries(positions: Tensor, layout: Layout) -> tuple[Queries, Layout]:
@@ -249,7 +288,11 @@ class EncoderOutput:
 
     def padded(self) -> Tensor:
         """[B, T, H]; zeros at padding when the batch was unpadded."""
-        return self.layout.padded(self.hidden)
+        x = self.layout.padded(self.hidden)
+        lay = self.layout
+        if lay.index is not None and lay.mask is not None:   # padding carried as rows: zero it too
+            x = x.masked_fill(~lay.mask.view(lay.batch, lay.length, 1), 0)
+        return x
 
     def at(self, positions: Tensor) -> Tensor:
         """[n, H] at flat positions into input_ids.view(-1) (real tokens)."""
@@ -305,7 +348,7 @@ class Encoder(nn.Module):
         for i, (a, f) in enumerate(plan[:-1] if sparse_last else plan):
             x = self.ffn[f](self.attention[a](x, layout, inputs=kinds[c.is_global(i)]))
         if sparse_last:
-            queries, out_layout = make_queries(keep, layout)
+            queries, out_layout = make_queries(bucketed_keep(keep, layout), layout)
             a, f = plan[-1]
             last = self.attention_inputs(layout, queries)[c.is_global(len(plan) - 1)]
             x = self.ffn[f](self.attention[a](x, layout, queries, last))  # [n, H]

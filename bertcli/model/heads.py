@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig, encoder_config
-from bertcli.model.encoder import Encoder, activation, first_positions, layer_norm, linear
+from bertcli.model.encoder import Encoder, activation, bucketed, first_positions, layer_norm, linear
 from bertcli.sections import ModelConfig
 
 
@@ -28,6 +28,10 @@ from bertcli.sections import ModelConfig
 class PreTrainingOutput:
     mlm_logits: Optional[Tensor]   # [N, V] at mlm_positions, or [B, T, V] without them
     pair_logits: Optional[Tensor]  # [B, 2] NSP / SOP; None for roberta
+    # [M', V], M' = bucketed(N): mlm_logits (its first N rows, a view) and rows of logits of a
+    # zero input. The loss reads these with ignored labels, so its [M', V] tensors repeat in size
+    # from step to step (bertcli.train.heap); None without mlm_positions.
+    mlm_rows: Optional[Tensor] = None
 
 
 class PredictionHead(nn.Module):
@@ -87,12 +91,19 @@ class PreTrainingModel(nn.Module):
                 keep = torch.cat([keep, first_positions(*input_ids.shape, input_ids.device)])
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         # Sparse prediction: the vocabulary-sized decoder runs only at the masked positions.
-        h = out.padded() if mlm_positions is None else out.at(mlm_positions)  # [B, T, H] | [N, H]
-        mlm_logits = self.mlm(h, self.encoder.embeddings.word.weight)
+        decoder = self.encoder.embeddings.word.weight
+        mlm_rows = None
+        if mlm_positions is None:
+            mlm_logits = self.mlm(out.padded(), decoder)                 # [B, T, V]
+        else:
+            h = out.at(mlm_positions)                                    # [N, H]
+            n = h.shape[0]
+            mlm_rows = self.mlm(F.pad(h, (0, 0, 0, bucketed(n) - n)), decoder)  # [M', V]
+            mlm_logits = mlm_rows[:n]                                    # [N, V]
         pair_logits = None
         if self.pair is not None:
             pair_logits = self.pair(self.pair_dropout(self.encoder.pool(out)))  # [B, 2]
-        return PreTrainingOutput(mlm_logits, pair_logits)
+        return PreTrainingOutput(mlm_logits, pair_logits, mlm_rows)
 
 
 class SequenceClassifier(nn.Module):

@@ -299,10 +299,14 @@ class Trainer:
         """Summed (not averaged) MLM and pair losses of one micro-batch and their correct counts."""
         with self.autocast():
             out = model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"), b["mlm_positions"])
-        logits = out.mlm_logits.float()                                        # [N, V]
-        labels = b["mlm_labels"]
-        mlm_sum = F.cross_entropy(logits, labels, reduction="sum")
-        mlm_correct = (logits.argmax(-1) == labels).sum()
+        # [M', V]: the masked positions' logits and rows up to a bucketed count, whose label -100
+        # leaves them out of the loss and the accuracy (argmax is never -100): shapes repeat
+        rows = getattr(out, "mlm_rows", None)                                  # None: a model without them
+        logits = (out.mlm_logits if rows is None else rows).float()
+        labels = b["mlm_labels"]                                               # [N]
+        padded = F.pad(labels, (0, logits.shape[0] - labels.numel()), value=-100)  # [M']
+        mlm_sum = F.cross_entropy(logits, padded, reduction="sum", ignore_index=-100)
+        mlm_correct = (logits.argmax(-1) == padded).sum()
         zero = mlm_sum.new_zeros(())
         if self.pair and out.pair_logits is not None:
             pl = out.pair_logits.float()                                       # [B, 2]
