@@ -68,12 +68,13 @@ class Layout:
         return x.index_select(0, positions if self.rows is None else self.rows.index_select(0, positions))
 
 
-def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool) -> Layout:
+def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool,
+                static: bool = False) -> Layout:
     if attention_mask is None:
         return Layout(batch, length)
     keep = attention_mask.bool()                       # [B, T]
     mask = keep[:, None, None, :]                      # [B, 1, 1, T], broadcast over heads, queries
-    if torch.compiler.is_compiling():
+    if static or torch.compiler.is_compiling():
         return Layout(batch, length, mask)             # static shapes: no data-dependent unpadding
     if not unpad:
         # no padding at all: SDPA may pick its fastest (mask-free) kernel
@@ -224,6 +225,9 @@ class Encoder(nn.Module):
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
         self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
+        # Padded [B, T] layout always, the mask only in attention: no data-dependent shapes or host
+        # syncs, so a graph traced once serves every batch (ONNX export). Overrides unpad and `keep`.
+        self.static = False
 
     def positions(self, input_ids: Tensor) -> Tensor:
         """[B, T] position ids. RoBERTa: 2, 3, ... for real tokens and padding_idx for padding,
@@ -241,7 +245,7 @@ class Encoder(nn.Module):
         only those positions' outputs (their keys and values still come from every token), and
         only they can be read from the result."""
         B, T = input_ids.shape
-        layout = make_layout(attention_mask, B, T, self.unpad)
+        layout = make_layout(attention_mask, B, T, self.unpad, self.static)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings(layout.flat(input_ids), layout.flat(self.positions(input_ids)),
@@ -249,7 +253,8 @@ class Encoder(nn.Module):
         if self.proj is not None:
             x = self.proj(x)                                          # [N, H]
         plan = self.layer_plan
-        sparse_last = keep is not None and keep.numel() > 0 and not torch.compiler.is_compiling()
+        sparse_last = (keep is not None and keep.numel() > 0 and not self.static
+                       and not torch.compiler.is_compiling())
         for a, f in plan[:-1] if sparse_last else plan:
             x = self.ffn[f](self.attention[a](x, layout))
         if sparse_last:
