@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +37,66 @@ class CliResult:
         return self.stdout + self.stderr
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600, env: dict | None = None) -> CliResult:
-    """Run `python -m bertcli ARGS` as a user would, capturing output."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "bertcli", *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env,
-    )
+# A guard against a hung process only: far beyond what any test's command takes on a slow, loaded
+# machine (the longest, the shared 1,000-step pretrain, takes minutes). Tests never rely on it.
+HANG_GUARD_S = float(os.environ.get("BERTCLI_TEST_HANG_GUARD_S", 4 * 3600))
+
+
+def _env(env: dict | None) -> dict:
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None) -> CliResult:
+    """Run `python -m bertcli ARGS` as a user would, capturing output. `timeout` is accepted for
+    older callers and ignored: no test may have a wall-clock limit a loaded machine can reach."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bertcli", *map(str, args)],
+                              cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S, env=_env(env))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"bertcli {' '.join(map(str, args))} hung for {HANG_GUARD_S:.0f} s", pytrace=False)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def popen_cli(*args: str, cwd: Path, pause: str | None = None, env: dict | None = None) -> subprocess.Popen:
+    """Start `python -m bertcli ARGS` in its own process group (so that a signal can reach its
+    DataLoader workers too, as from SLURM). With `pause`, the process holds at that pause point
+    (bertcli/testhooks.py) until the test signals it; `wait_paused(proc)` waits for that."""
+    extra = dict(env or {})
+    if pause is not None:
+        marker = Path(cwd) / f".paused-{pause}-{time.monotonic_ns()}"
+        extra.update(BERTCLI_TEST_PAUSE=pause, BERTCLI_TEST_PAUSED_FILE=str(marker))
+    proc = subprocess.Popen([sys.executable, "-m", "bertcli", *map(str, args)], cwd=cwd, env=_env(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc.paused_marker = marker if pause is not None else None  # type: ignore[attr-defined]
+    return proc
+
+
+def wait_paused(proc: subprocess.Popen) -> None:
+    """Wait until `proc` holds at its pause point. No deadline: the process either gets there
+    or exits (then the test fails with its output)."""
+    marker: Path = proc.paused_marker  # type: ignore[attr-defined]
+    while not marker.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the process exited ({proc.returncode}) before its pause point:\n{_tail(out + err)}",
+                        pytrace=False)
+        time.sleep(0.02)
+    marker.unlink()
+
+
+def finish(proc: subprocess.Popen) -> CliResult:
+    """Wait for a started process to end (hang guard only) and collect its output."""
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the process hung for {HANG_GUARD_S:.0f} s:\n{_tail(out + err)}", pytrace=False)
+    return CliResult(proc.returncode, out, err)
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.splitlines()[-lines:])
 
 
 @pytest.fixture
@@ -79,14 +133,41 @@ QUICK_PRETRAIN = ("--set", "train.max_steps=1000", "--set", "train.warmup_steps=
                   "--set", "train.eval_every=500", "--set", "train.save_every=500")
 
 
-@pytest.fixture(scope="session")
+_SHARED: dict[str, object] = {}
+_SHARED_FAILURES: dict[str, str] = {}
+
+
+def shared_once(name: str, make):
+    """`make()` once per session for every test that needs it. When it fails, the first test
+    errs with one short message (the command's last lines) and the later ones are skipped
+    pointing at it, instead of every test repeating the same long traceback."""
+    if name in _SHARED:
+        return _SHARED[name]
+    if name in _SHARED_FAILURES:
+        pytest.skip(f"{name} failed in an earlier test: {_SHARED_FAILURES[name]}")
+    try:
+        _SHARED[name] = make()
+        return _SHARED[name]
+    except (Exception, pytest.fail.Exception) as e:  # a failed command, an assertion, a bug: once, below
+        message = str(e).strip() or type(e).__name__
+    _SHARED_FAILURES[name] = message.splitlines()[0]
+    pytest.fail(f"{name}: {message}", pytrace=False)
+
+
+@pytest.fixture
 def pretrained_tiny(tmp_path_factory) -> Path:
     """The `final/` checkpoint of a shortened quickstart run, shared by every test that needs a
-    pretrained model; its run directory (metrics.jsonl) is the parent. BERTCLI_TEST_PRETRAINED=DIR
-    reuses an existing checkpoint instead (e.g. the full quickstart's runs/bert-tiny/final)."""
+    pretrained model (run once per session); its run directory (metrics.jsonl) is the parent.
+    BERTCLI_TEST_PRETRAINED=DIR reuses an existing checkpoint instead (e.g. the full quickstart's
+    runs/bert-tiny/final)."""
     if os.environ.get("BERTCLI_TEST_PRETRAINED"):
         return Path(os.environ["BERTCLI_TEST_PRETRAINED"])
-    root = tmp_path_factory.mktemp("pretrain")
-    r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN, cwd=root)
-    assert r.rc == 0, r.output
-    return root / "run" / "final"
+
+    def make() -> Path:
+        root = tmp_path_factory.mktemp("pretrain")
+        r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN, cwd=root)
+        if r.rc != 0:
+            raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
+        return root / "run" / "final"
+
+    return shared_once("pretrained_tiny", make)

@@ -275,7 +275,7 @@ def test_missing_text_field_names_the_columns(cli, tmp_path):
 
 def test_hub_dataset_offline_fails_fast(cli):
     r = cli("tokenize", "-r", "bert-tiny", "--set",
-            "corpus.sources=[{path: bertcli-tests/no-such-corpus, format: hub}]", timeout=60,
+            "corpus.sources=[{path: bertcli-tests/no-such-corpus, format: hub}]",
             env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
     assert_user_error(r, "cannot load the `datasets` dataset 'bertcli-tests/no-such-corpus'",
                       "offline mode is on", "corpus.sources[0]")

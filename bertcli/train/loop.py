@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from bertcli.testhooks import pause_point
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
@@ -287,6 +288,8 @@ class Trainer:
         with StopFlag() as stop, LiveView(cfg.max_steps, self.step, pair_name, enabled=d.main) as view:
             try:
                 while self.step < cfg.max_steps:
+                    # a test holds the run here to signal it at a known step; a no-op otherwise
+                    pause_point(f"train-step-{self.step + 1}", until=lambda: stop.signum is not None)
                     batches = [next(it) for _ in range(self.accum)]
                     lr = self.optimizer.param_groups[0]["lr"]
                     tokens_before = self.tokens
