@@ -12,7 +12,7 @@ Output (default `runs/glue/<checkpoint name>/`):
 from __future__ import annotations
 
 import json
-import time
+from dataclasses import replace
 from pathlib import Path
 
 from bertcli import console
@@ -100,98 +100,25 @@ def default_out(checkpoint: Path) -> Path:
 
 
 def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
-    """Fine-tune, evaluate and predict one task; returns its results.json content.
+    """Fine-tune, evaluate and predict one GLUE task (the classification task with the task's
+    preset) into `out/<task>/`, submission files into `out/submission/`; returns results.json.
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
-    import torch
+    from bertcli.finetune.engine import run_task as run
+    from bertcli.finetune.sequence import SequenceTask
 
-    from bertcli.finetune.encode import encode_split
-    from bertcli.finetune.loop import fit, predict, schedule_lengths
-    from bertcli.model import load_checkpoint, save_checkpoint
-    from bertcli.stages import building
-    from bertcli.tokenizer import load_tokenizer
-    from bertcli.train.precision import check_precision, resolve_device
-
-    cfg, task = recipe.finetune, data.task
-    hyper = resolve_hyper(cfg, task)
-    device = resolve_device(cfg.device, where="finetune.device")
-    check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
-    tok = load_tokenizer(checkpoint)
-    torch.manual_seed(recipe.seed)            # the fresh head's initialization
-    model, report = load_checkpoint(checkpoint, head="classification", num_labels=task.num_labels,
-                                    labels=task.label_names, dropout=cfg.dropout)
-    if init == "random":
-        from bertcli.model.heads import init_weights
-
-        init_weights(model)
-    if cfg.freeze_encoder:
-        for name, p in model.encoder.named_parameters():
-            p.requires_grad_(name.startswith("pooler."))
-    check_fit(model, tok, hyper.max_seq_length, checkpoint)
-    zero_types = model.config.type_vocab_size < 2
-
-    train = data.train
-    if cfg.max_train_examples is not None:
-        train = _head(train, cfg.max_train_examples)
-    enc = lambda split, what: encode_split(tok.tokenizer, split, hyper.max_seq_length, zero_types,  # noqa: E731
-                                           desc=f"tokenizing {task.name} {what}")
-    train_enc = enc(train, "train")
-    devs = {s.name: enc(s, s.name) for s in data.dev}
-    tests = {s.name: (s, enc(s, "test" if s.name == "test" else f"test {s.name}")) for s in data.test}
-    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
-    console.log(f"{task.glue_name}: {len(train):,} train examples, {total:,} steps ({per_epoch:,}/epoch, "
-                f"{warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
-                f"{hyper.max_seq_length} tokens, device {device}")
-
-    start = time.monotonic()
-    result = fit(model, train_enc, devs, task, hyper, cfg, recipe.seed, device, tok.pad_id)
-    seconds = time.monotonic() - start
-
-    submissions = []
-    for name, (split, encoded) in tests.items():
-        pred = predict(model, encoded, task, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
-        file = next((s.submission for s in task.test if s.name == name), "AX.tsv")
-        submissions.append(str(write_predictions(out / "submission" / file, split.ids, prediction_strings(task, pred))))
-    if not tests and task.test:
-        console.log(f"{task.glue_name}: no test file, so no submission file")
-
-    results = {
-        "task": task.name, "glue_name": task.glue_name,
-        "dev": result.dev_metrics, "score": result.best_score,
-        "best_epoch": result.best_epoch, "history": result.history,
-        "hyperparameters": hyper.values, "seed": recipe.seed,
-        "checkpoint": str(checkpoint), "init": init, "fresh_parameters": list(report.fresh),
-        "data": {"layout": data.layout, "source": data.source, "train": len(train),
-                 **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
-                 "skipped_rows": data.skipped},
-        "steps": result.steps, "train_seconds": round(seconds, 1), "submission": submissions,
-    }
-    with building(out / task.name, recipe) as tmp:
-        if cfg.save_model:
-            save_checkpoint(model, tmp, tokenizer_dir=checkpoint)
-        for split in data.dev:
-            pred = predict(model, devs[split.name], task, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
-            write_predictions(tmp / "dev_predictions" / f"{split.name}.tsv", split.ids, prediction_strings(task, pred))
-        write_json(tmp / "results.json", results)
+    spec = data.task
+    if recipe.finetune.max_train_examples is not None:
+        data = replace(data, train=_head(data.train, recipe.finetune.max_train_examples))
+    task = SequenceTask(data, resolve_hyper(recipe.finetune, spec), test_folder="submission")
+    results = run(task, recipe, Path(checkpoint), Path(out) / spec.name, root=Path(out), init=init,
+                  announce=spec.glue_name)
+    if not data.test and spec.test:
+        console.log(f"{spec.glue_name}: no test file, so no submission file")
     return results
 
 
-def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
-    """The tokenizer's ids and the sequence length must fit the model's embeddings."""
-    c = model.config
-    if tok.vocab_size > c.vocab_size:
-        raise UserError(f"the tokenizer of {checkpoint} has {tok.vocab_size:,} tokens but the model only "
-                        f"{c.vocab_size:,} embeddings", where=str(checkpoint),
-                        fix="the tokenizer files do not belong to these weights")
-    usable = c.max_position_embeddings - c.position_offset
-    if max_seq_length > usable:
-        raise UserError(f"finetune.max_seq_length {max_seq_length} exceeds the {usable} positions of {checkpoint}",
-                        fix=f"--set finetune.max_seq_length={usable} (or lower)")
-
-
 def _head(split, n: int):
-    from dataclasses import replace
-
     return replace(split, text_a=split.text_a[:n], text_b=split.text_b[:n] if split.text_b is not None else None,
                    labels=split.labels[:n], ids=split.ids[:n])
 

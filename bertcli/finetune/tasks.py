@@ -1,4 +1,4 @@
-"""The nine GLUE tasks: where their data lives, which columns hold what, their labels and metrics.
+"""The nine GLUE tasks, presets of the classification task (`finetune/sequence.py`): where their data lives, which columns hold what, their labels and metrics.
 
 Label ids follow the `datasets` GLUE builder (nyu-mll/glue), so the original TSV files and the
 `datasets` layout give the same ids; `labels` holds the label *as spelled in the TSV files*
@@ -11,9 +11,10 @@ have no header: `source, label, original label, sentence`), and the `datasets` c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bertcli.errors import UserError, did_you_mean
+from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
 
 
 @dataclass(frozen=True)
@@ -123,31 +124,9 @@ def get_task(name: str) -> TaskSpec:
     )
 
 
-@dataclass
-class Hyper:
-    """The resolved fine-tuning settings of one task (finetune section + its task overrides)."""
-
-    learning_rate: float
-    epochs: float
-    batch_size: int
-    max_seq_length: int
-    warmup_ratio: float
-    weight_decay: float
-    values: dict = field(default_factory=dict)  # every resolved key, for results.json
-
-
 def resolve_hyper(cfg, task: TaskSpec) -> Hyper:
     """finetune.<key> overlaid by finetune.tasks.<task>.<key> where that is set."""
-    import dataclasses
-
-    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "tasks"}
-    override = task_overrides(cfg).get(task.name)
-    if override is not None:
-        for f in dataclasses.fields(override):
-            if getattr(override, f.name) is not None:
-                values[f.name] = getattr(override, f.name)
-    keys = ("learning_rate", "epochs", "batch_size", "max_seq_length", "warmup_ratio", "weight_decay")
-    return Hyper(**{k: values[k] for k in keys}, values=values)
+    return overlay(cfg, task_overrides(cfg).get(task.name))
 
 
 def task_overrides(cfg) -> dict:

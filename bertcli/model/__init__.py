@@ -9,9 +9,11 @@ CONTRACT (used by the trainer, fill-mask and fine-tuning)
                              pair_logits [B, 2] | None)
         mlm_positions are flat indices into input_ids.view(-1); logits are computed only there.
     SequenceClassifier (fine-tuning): forward(input_ids, attention_mask, token_type_ids) -> [B, C]
+    TokenClassifier (head="token"): forward(ids, mask, types, positions=None) -> [B, T, C] | [n, C]
+    SpanExtractor (head="qa"): forward(ids, mask, types) -> (start [B, T], end [B, T]) logits
     save_checkpoint(model, directory, tokenizer_dir=None)  HF directory: config.json,
         model.safetensors (transformers' names), tokenizer files
-    load_checkpoint(directory, head="pretraining" | "classification", num_labels=None)
+    load_checkpoint(directory, head="pretraining" | "classification" | "token" | "qa", num_labels=None)
         -> (model, LoadReport)  any HF bert/roberta/albert directory; fresh heads are listed
 
 ADDED (also usable)
@@ -36,7 +38,8 @@ import importlib
 
 _EXPORTS = {
     "build_model": "heads", "PreTrainingModel": "heads", "PreTrainingOutput": "heads",
-    "SequenceClassifier": "heads", "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
+    "SequenceClassifier": "heads", "TokenClassifier": "task_heads", "SpanExtractor": "task_heads",
+    "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
     "LoadReport": "checkpoint", "unwrap": "checkpoint", "read_config": "hf", "EncoderConfig": "config",
     "encoder_config": "config", "Encoder": "encoder", "EncoderOutput": "encoder",
     "parameter_counts": "count", "flops_per_token": "count",

@@ -23,13 +23,15 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.model.config import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
-from bertcli.model.hf import (BASE, decoder_keys, is_encoder_param, read_config, to_hf_config,
-                              transformers_caveats, weight_files, weight_map)
+from bertcli.model.hf import (BASE, LABELLED_HEADS, decoder_keys, is_encoder_param, read_config, to_hf_config,
+                              transformers_caveats, uses_pooler, weight_files, weight_map)
+from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.stages import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
-Model = Union[PreTrainingModel, SequenceClassifier]
+Model = Union[PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor]
+HEADS = ("pretraining", "classification", *TASK_MODELS)
 _logged: set[str] = set()
 
 
@@ -58,7 +60,7 @@ def _warn_once(message: str) -> None:
 
 def unwrap(model: nn.Module) -> Model:
     """The bertcli model inside torch.compile / DDP wrappers."""
-    while not isinstance(model, (PreTrainingModel, SequenceClassifier)):
+    while not isinstance(model, (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor)):
         inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
         if inner is None:
             raise TypeError(f"not a bertcli model: {type(model).__name__}")
@@ -67,6 +69,8 @@ def unwrap(model: nn.Module) -> Model:
 
 
 def head_of(model: Model) -> str:
+    if isinstance(model, (TokenClassifier, SpanExtractor)):
+        return model.head
     return "classification" if isinstance(model, SequenceClassifier) else "pretraining"
 
 
@@ -165,9 +169,10 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional
 def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
                     labels: Optional[Sequence[str]] = None,
                     dropout: Optional[float] = None) -> tuple[Model, LoadReport]:
-    """Load any HF bert / roberta / albert directory as a PreTrainingModel or (head=
-    "classification") a SequenceClassifier with `labels` / `num_labels` (default: the
-    checkpoint's own classifier labels). `dropout` replaces the hidden, attention and classifier
+    """Load any HF bert / roberta / albert directory as a PreTrainingModel, a SequenceClassifier
+    (head="classification") or a TokenClassifier (head="token") with `labels` / `num_labels`
+    (default: the checkpoint's own classifier labels), or a SpanExtractor (head="qa"); heads the
+    checkpoint lacks start fresh and are listed in the report. `dropout` replaces the hidden, attention and classifier
     dropout rates of config.json (fine-tuning regularization is not pretraining's). Returns the
     model (eval mode, CPU, fp32) and a report."""
     directory = Path(directory)
@@ -179,7 +184,9 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     where = str(directory / "model.safetensors")
     base = _base_prefix(state, c.family, where)
 
-    if head == "classification":
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r}; one of {HEADS}")
+    if head in LABELLED_HEADS:
         wanted = c.labels  # the checkpoint's own, unless others are asked for
         if labels is not None or (num_labels is not None and num_labels != len(c.labels or ())):
             wanted = default_labels(labels, num_labels)
@@ -193,7 +200,8 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
         c = c.replace(sharing="none", num_hidden_groups=1)
         wmap = weight_map(c, head, base)
 
-    model: Model = PreTrainingModel(c) if head == "pretraining" else SequenceClassifier(c)
+    classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
+    model: Model = classes[head](c)
     params = model.state_dict()
     tensors, used = {}, set()
     for ours, copies in wmap.items():
@@ -221,7 +229,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
         raise UserError(f"{len(missing)} encoder tensors described by config.json are missing from the "
                         f"weights (first: {first})", where=where,
                         fix="config.json and model.safetensors do not belong together")
-    _sort_leftovers(state, used, base, c, report, where)
+    _sort_leftovers(state, used, base, c, report, where, pooled=uses_pooler(head))
     with torch.no_grad():
         for name, tensor in tensors.items():
             params[name].copy_(tensor)
@@ -234,7 +242,8 @@ def _same(tensors: Optional[list[Tensor]]) -> bool:
     return not tensors or all(torch.equal(tensors[0], t) for t in tensors[1:])
 
 
-def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, where: str) -> None:
+def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, where: str,
+                    pooled: bool = True) -> None:
     """Tensors nothing read: buffers and tied decoders are fine, encoder tensors the config does
     not describe are a mismatch, other heads are listed as unused."""
     dec_weight, dec_bias = decoder_keys(c.family)
@@ -249,7 +258,7 @@ def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, whe
                 report.notes.append(f"{key} differs from the word embeddings: bertcli ties them, "
                                     "the untied decoder was ignored")
             continue
-        if key.startswith(encoder_roots) and not (key.startswith(base + "pooler") and not c.has_pooler):
+        if key.startswith(encoder_roots) and not (key.startswith(base + "pooler") and not (c.has_pooler and pooled)):
             strays.append(key)
         else:
             report.unused.append(key)

@@ -10,6 +10,7 @@ attention- or ffn-only sharing): unrolled copies give transformers exactly bertc
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -26,6 +27,34 @@ ARCHITECTURES = {
     ("roberta", "classification"): "RobertaForSequenceClassification",
     ("albert", "classification"): "AlbertForSequenceClassification",
 }
+@dataclass(frozen=True)
+class HeadSpec:
+    """A per-token fine-tuning head (model/task_heads.py) as transformers names it."""
+
+    architecture: str        # class suffix after the family's prefix (Bert, Roberta, Albert)
+    params: tuple[str, ...]  # bertcli module names = transformers names (.weight, .bias)
+
+
+HEAD_SPECS = {
+    "token": HeadSpec("ForTokenClassification", ("classifier",)),
+    "qa": HeadSpec("ForQuestionAnswering", ("qa_outputs",)),
+}
+CLASS_PREFIX = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert"}
+# Heads whose config.json carries id2label / label2id; heads built on the pooler.
+LABELLED_HEADS = ("classification", "token")
+
+
+def uses_pooler(head: str) -> bool:
+    """transformers builds *ForTokenClassification / *ForQuestionAnswering without the pooler."""
+    return head not in HEAD_SPECS
+
+
+def architecture_name(family: str, head: str) -> str:
+    if head in HEAD_SPECS:
+        return CLASS_PREFIX[family] + HEAD_SPECS[head].architecture
+    return ARCHITECTURES[(family, head)]
+
+
 # transformers' defaults for keys an older config.json may leave out.
 HF_DEFAULTS = {
     "bert": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -51,7 +80,7 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     """config.json for `c`: transformers' keys for the model type, plus a `bertcli` block that
     keeps what transformers cannot express (pre-LN, sharing outside ALBERT, E != H in BERT)."""
     d: dict[str, Any] = {
-        "architectures": [ARCHITECTURES[(c.family, head)]],
+        "architectures": [architecture_name(c.family, head)],
         "model_type": c.family,
         "vocab_size": c.vocab_size,
         "hidden_size": c.hidden_size,
@@ -78,9 +107,10 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
                  is_decoder=False, add_cross_attention=False)
         if c.family == "roberta":
             d.update(bos_token_id=0, eos_token_id=2)
-    if head == "classification":
+    if head in LABELLED_HEADS:
         d["id2label"] = {str(i): name for i, name in enumerate(c.labels)}
         d["label2id"] = {name: i for i, name in enumerate(c.labels)}
+    if head == "classification":
         d["problem_type"] = "regression" if len(c.labels) == 1 else "single_label_classification"
     d["bertcli"] = {"version": __version__, "norm": c.norm, "sharing": c.sharing,
                     "num_hidden_groups": c.num_hidden_groups, "embedding_size": c.embedding_size}
@@ -140,7 +170,7 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     sharing = extra.get("sharing", sharing)
     groups = int(extra.get("num_hidden_groups", groups))
     labels = None
-    if head == "classification" and d.get("id2label"):
+    if head in LABELLED_HEADS and d.get("id2label"):
         id2label = {int(k): str(v) for k, v in d["id2label"].items()}
         labels = tuple(id2label[i] for i in sorted(id2label))
     c = EncoderConfig(
@@ -274,7 +304,7 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> dict[
         linear(f"encoder.ffn.{f}.norm", p + names["norm2"])
     if c.norm == "pre":
         linear("encoder.final_norm", f"{b}encoder.final_layer_norm")
-    if c.has_pooler:
+    if c.has_pooler and uses_pooler(head):
         linear("encoder.pooler", f"{b}pooler" if c.family == "albert" else f"{b}pooler.dense")
 
     if head == "pretraining":
@@ -286,6 +316,9 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> dict[
         add("mlm.bias", mlm + "bias")
         if pair:
             linear("pair", pair)
+    elif head in HEAD_SPECS:                      # per-token heads: same names in every family
+        for name in HEAD_SPECS[head].params:
+            linear(name, name)
     elif c.family == "roberta":
         linear("dense", "classifier.dense")
         linear("classifier", "classifier.out_proj")

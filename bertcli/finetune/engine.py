@@ -1,0 +1,300 @@
+"""The fine-tuning engine: one loop for every task (the interface is in `finetune/task.py`).
+
+    run_task(task, recipe, checkpoint, final, root)
+        load the checkpoint with the task's head (a pretraining-only checkpoint starts the head
+        fresh and says so) -> featurize train/dev/test -> fit (AdamW from the trainer's
+        modules, warmup + linear decay, precision, a dev evaluation after every epoch, the best
+        epoch's weights kept) -> test predictions -> `final/`: the best model as a Hugging Face
+        directory, results.json, dev predictions, recipe.yaml, written under a temporary name
+        and renamed when complete.
+
+Deterministic for a given seed on a given device: the model's dropout draws from torch's global
+RNG seeded here, the example order from its own generator.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.finetune.task import Features, Hyper, Task
+
+
+@dataclass
+class FitResult:
+    best_epoch: int                                      # 1-based
+    best_score: float
+    dev_metrics: dict[str, dict[str, float]]             # of the best epoch, by dev split name
+    history: list[dict] = field(default_factory=list)    # one entry per evaluation
+    steps: int = 0
+
+
+def schedule_lengths(n_train: int, hyper: Hyper) -> tuple[int, int, int]:
+    """(steps per epoch, total steps, warmup steps); fractional epochs round up to a whole step."""
+    per_epoch = math.ceil(n_train / hyper.batch_size)
+    total = max(1, math.ceil(hyper.epochs * per_epoch))
+    return per_epoch, total, math.ceil(hyper.warmup_ratio * total)
+
+
+# ------------------------------------------------------------------------------------ batches
+def collate(data: Features, index: np.ndarray, pad_id: int, multiple: int = 8) -> dict[str, torch.Tensor]:
+    """Batch of the features `index`, right-padded to the longest rounded up to `multiple`.
+
+    input_ids, token_type_ids, attention_mask: LongTensor [B, T]; each per-token array [B, T]
+    (padding -100, the ignore index); each per-feature array [B, ...]; index [B].
+    """
+    starts, ends = data.offsets[index], data.offsets[index + 1]
+    longest = int((ends - starts).max())
+    width = -(-longest // multiple) * multiple
+    B = len(index)
+    ids = np.full((B, width), pad_id, dtype=np.int64)
+    types = np.zeros((B, width), dtype=np.int64)
+    mask = np.zeros((B, width), dtype=np.int64)
+    tokens = {k: np.full((B, width), -100, dtype=np.int64) for k in data.per_token}
+    for row, (s, e) in enumerate(zip(starts, ends)):
+        n = e - s
+        ids[row, :n] = data.ids[s:e]
+        types[row, :n] = data.types[s:e]
+        mask[row, :n] = 1
+        for k, flat in data.per_token.items():
+            tokens[k][row, :n] = flat[s:e]
+    batch = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types),
+             "attention_mask": torch.from_numpy(mask), "index": torch.from_numpy(np.asarray(index, dtype=np.int64))}
+    batch.update({k: torch.from_numpy(v) for k, v in tokens.items()})
+    batch.update({k: torch.from_numpy(np.ascontiguousarray(v[index])) for k, v in data.per_feature.items()})
+    return batch
+
+
+def eval_batches(data: Features, batch_size: int) -> list[np.ndarray]:
+    """Feature indices in batches of similar length (less padding); results are put back in
+    order through these indices."""
+    order = np.argsort(data.lengths, kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _to(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+# ------------------------------------------------------------------------------------ loop
+@torch.no_grad()
+def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, batch_size: int,
+            device: torch.device, precision: str):
+    """The task's predictions for `split` (one per example, in order)."""
+    from bertcli.train.precision import autocast
+
+    was_training = model.training
+    model.eval()
+    collected: list = [None] * len(data)
+    for index in eval_batches(data, batch_size):
+        batch = _to(collate(data, index, pad_id), device)
+        with autocast(precision, device):
+            outputs = task.forward(model, batch, train=False)
+        for i, row in zip(index, task.collect(outputs, batch)):
+            collected[int(i)] = row
+    model.train(was_training)
+    return task.decode(split, data, collected)
+
+
+def evaluate(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
+    """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
+    return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
+            for name, (split, feats) in devs.items()}
+
+
+def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
+        pad_id: int) -> FitResult:
+    """Train `model` in place; on return it holds the weights of the best dev epoch."""
+    from bertcli.train.optim import build_optimizer
+    from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
+    from bertcli.train.schedule import build_scheduler
+
+    hyper = task.hyper
+    torch.manual_seed(seed)
+    order_rng = torch.Generator().manual_seed(seed)
+    model.to(device)
+
+    def train_mode():
+        # A frozen encoder computes features as at inference (no dropout inside it); the
+        # head's own dropout still applies.
+        model.train()
+        if cfg.freeze_encoder:
+            model.encoder.eval()
+
+    train_mode()
+    opt = build_optimizer(model, "adamw", hyper.learning_rate, (cfg.beta1, cfg.beta2), cfg.eps,
+                          hyper.weight_decay, device)
+    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
+    sched = build_scheduler(opt, warmup, total, "linear")
+    scaler = make_grad_scaler(cfg.precision, device)
+    guard = StepGuard(max_bad_steps=20, what=f"fine-tuning {task.name}")
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    best: FitResult | None = None
+    best_state: dict[str, torch.Tensor] | None = None
+    history: list[dict] = []
+    step, epoch = 0, 0
+    with console.progress(f"fine-tuning {task.name}", total=total) as bar:
+        while step < total:
+            epoch += 1
+            perm = torch.randperm(len(train), generator=order_rng).numpy()
+            losses = []
+            for start in range(0, len(perm), hyper.batch_size):
+                if step >= total:
+                    break
+                batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
+                with autocast(cfg.precision, device):
+                    outputs = task.forward(model, batch, train=True)
+                loss = task.loss(outputs, batch)
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
+                value = float(loss.detach())
+                if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
+                    losses.append(value)
+                sched.step()
+                step += 1
+                bar.advance(1)
+            dev = evaluate(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            train_mode()
+            score = task.score(dev)
+            history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
+                            "dev": dev, "score": score})
+            is_best = best is None or score > best.best_score
+            console.log(f"{task.name} epoch {epoch}: loss {history[-1]['train_loss'] or float('nan'):.4f}, "
+                        f"{task.format(dev)}" + (" (best)" if is_best else ""))
+            if is_best:
+                best = FitResult(epoch, score, dev)
+                best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    best.history, best.steps = history, step
+    return best
+
+
+# ------------------------------------------------------------------------------------ one run
+def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
+    """The tokenizer's ids and the sequence length must fit the model's embeddings."""
+    c = model.config
+    if tok.vocab_size > c.vocab_size:
+        raise UserError(f"the tokenizer of {checkpoint} has {tok.vocab_size:,} tokens but the model only "
+                        f"{c.vocab_size:,} embeddings", where=str(checkpoint),
+                        fix="the tokenizer files do not belong to these weights")
+    usable = c.max_position_embeddings - c.position_offset
+    if max_seq_length > usable:
+        raise UserError(f"finetune.max_seq_length {max_seq_length} exceeds the {usable} positions of {checkpoint}",
+                        fix=f"--set finetune.max_seq_length={usable} (or lower)")
+
+
+def check_output(path: Path) -> None:
+    """The output directory must be writable before any training (nothing trained is lost)."""
+    import tempfile
+
+    path = Path(path)
+    parent = path if path.is_dir() else next((p for p in path.parents if p.exists()), Path("."))
+    if path.exists() and not path.is_dir():
+        raise UserError(f"the output path {path} is a file, not a directory", where=str(path),
+                        fix="give --out a directory path")
+    try:
+        if not parent.is_dir():
+            raise OSError(f"{parent} is not a directory")
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise UserError(f"cannot write into {parent}: {e.strerror or e}", where=str(path),
+                        fix="choose a writable --out directory (checked before training, so nothing is lost)")
+
+
+def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):
+    """The checkpoint with the task's head; (model, LoadReport)."""
+    from bertcli.model import load_checkpoint
+
+    torch.manual_seed(seed)            # the fresh head's initialization
+    model, report = load_checkpoint(checkpoint, head=task.head, dropout=cfg.dropout, **task.model_kwargs)
+    if report.fresh and not any(n.startswith(("bert.", "roberta.", "albert.", "embeddings.", "encoder."))
+                                for n in report.fresh):
+        console.log(f"{task.name}: the {task.head} head starts fresh ({checkpoint} has none for this task)")
+    if init == "random":
+        from bertcli.model.heads import init_weights
+
+        init_weights(model)
+    if cfg.freeze_encoder:
+        for name, p in model.encoder.named_parameters():
+            p.requires_grad_(name.startswith("pooler."))
+    return model, report
+
+
+def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | None = None,
+             init: str = "pretrained", announce: str | None = None) -> dict:
+    """Fine-tune, evaluate and predict one task; returns its results.json content. `final` is
+    the model directory to write; `root` receives the test predictions (default: `final`).
+    `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
+    shows what pretraining is worth."""
+    from bertcli.model import save_checkpoint
+    from bertcli.stages import building
+    from bertcli.tokenizer import load_tokenizer
+    from bertcli.train.precision import check_precision, resolve_device
+    from bertcli.finetune.submission import write_json
+
+    cfg, hyper, data = recipe.finetune, task.hyper, task.data
+    check_output(Path(final))                     # before any work: nothing trained is lost
+    device = resolve_device(cfg.device, where="finetune.device")
+    check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    tok = load_tokenizer(checkpoint)
+    model, report = load_model(task, checkpoint, cfg, recipe.seed, init)
+    check_fit(model, tok, hyper.max_seq_length, checkpoint)
+    zero_types = model.config.type_vocab_size < 2
+
+    train = task.featurize(data.train, tok, zero_types)
+    devs = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.dev}
+    tests = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.test}
+    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
+    windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
+    console.log(f"{announce or task.name}: {len(data.train):,} train examples{windows}, {total:,} steps "
+                f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
+                f"{hyper.max_seq_length} tokens, device {device}")
+
+    start = time.monotonic()
+    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id)
+    seconds = time.monotonic() - start
+
+    test_preds = {name: (split, predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device,
+                                        cfg.precision)) for name, (split, feats) in tests.items()}
+    test_files = []
+    if root is not None:                          # GLUE: submission/ beside the task folders
+        for split, pred in test_preds.values():
+            test_files += [str(p) for p in task.write_predictions(split, pred, Path(root), "test")]
+    else:                                         # inside the run folder: listed by their final path
+        test_files = [str(Path(final) / p) for split, pred in test_preds.values()
+                      for p in task.test_names(split)]
+
+    results = {
+        "task": task.name, "head": task.head,
+        "dev": result.dev_metrics, "score": result.best_score,
+        "best_epoch": result.best_epoch, "history": result.history,
+        "hyperparameters": hyper.values, "seed": recipe.seed,
+        "checkpoint": str(checkpoint), "init": init, "fresh_parameters": list(report.fresh),
+        "data": {"layout": data.layout, "source": data.source, "train": len(data.train),
+                 **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
+                 **data.facts},
+        "steps": result.steps, "train_seconds": round(seconds, 1), task.test_key: test_files,
+        **task.results(),
+    }
+    with building(Path(final), recipe) as tmp:
+        if cfg.save_model:
+            save_checkpoint(model, tmp, tokenizer_dir=checkpoint)
+        for name, (split, feats) in devs.items():
+            pred = predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
+            task.write_predictions(split, pred, tmp, "dev")
+        if root is None:
+            for split, pred in test_preds.values():
+                task.write_predictions(split, pred, tmp, "test")
+        write_json(tmp / "results.json", results)
+    return results
