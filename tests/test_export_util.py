@@ -79,14 +79,25 @@ def spread(model: torch.nn.Module, seed: int) -> None:
         p.copy_(1.0 + noise if ("norm" in name and name.endswith("weight")) else noise)
 
 
+NER_LABELS = ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+
+
 def make_checkpoint(root: Path, family: str, head: str = "pretraining", labels=("negative", "positive"),
                     seed: int = 0, **changes) -> Path:
     """A tiny random checkpoint of `family` with the given head, saved with its tokenizer."""
     tok_dir = root / f"tok-{family}"
     vocab = write_tokenizer(tok_dir, family)
     torch.manual_seed(seed)
-    kw = {"labels": list(labels)} if head == "classification" else {}
-    model = build_model(tiny_section(family, **changes), vocab, PAD_ID[family], head=head, **kw)
+    section = tiny_section(family, **changes)
+    if head in ("token", "qa"):
+        from bertcli.model.config import encoder_config
+        from bertcli.model.task_heads import MODELS
+
+        c = encoder_config(section, vocab, PAD_ID[family], labels=tuple(labels) if head == "token" else None)
+        model = MODELS[head](c)
+    else:
+        kw = {"labels": list(labels)} if head == "classification" else {}
+        model = build_model(section, vocab, PAD_ID[family], head=head, **kw)
     spread(model, seed)
     out = root / f"{family}-{head}-{seed}"
     save_checkpoint(model.eval(), out, tokenizer_dir=tok_dir)

@@ -44,6 +44,8 @@ def decoder(task: str):
 
 
 def make_decoder(task: str, ctx: Context):
+    from bertcli.export import decode_spans  # noqa: F401 (registers the NER and QA decoders)
+
     if task not in DECODERS:
         raise UserError(f"bertcli predict has no decoder for the task {task!r}", fix="tasks: " + ", ".join(DECODERS))
     return DECODERS[task](ctx)

@@ -78,14 +78,24 @@ def _run_classifier(model, input_ids, attention_mask, token_type_ids) -> dict:
     return {"logits": model(input_ids, attention_mask, token_type_ids)}    # [B, C]
 
 
+def checkpoint_head(directory: Path) -> str:
+    """The load_checkpoint head that matches config.json's architectures."""
+    from bertcli.model.hf import HEAD_SPECS
+
+    arch = architecture(directory)
+    if arch.endswith("ForSequenceClassification"):
+        return "classification"
+    return next((head for head, spec in HEAD_SPECS.items() if arch.endswith(spec.architecture)), "pretraining")
+
+
 def _load_encoder(directory: Path):
     """The bare encoder of any checkpoint (its heads are not read); a fresh pooler is left out."""
     from bertcli.model.checkpoint import load_checkpoint
 
-    head = "classification" if architecture(directory).endswith("ForSequenceClassification") else "pretraining"
-    model, report = load_checkpoint(directory, head=head)
+    model, report = load_checkpoint(directory, head=checkpoint_head(directory))
     encoder = model.encoder
     encoder.pooled = encoder.pooler is not None and not any("pooler" in n for n in report.fresh)
+    encoder.config = model.config
     return encoder
 
 
@@ -95,6 +105,27 @@ def _run_encoder(encoder, input_ids, attention_mask, token_type_ids) -> dict:
     if encoder.pooled:
         result["pooler_output"] = encoder.pool(out)                    # [B, H]
     return result
+
+
+def _load_fine_tuned(head: str, param: str, what: str):
+    def load(directory: Path):
+        from bertcli.model.checkpoint import load_checkpoint
+
+        model, report = load_checkpoint(directory, head=head)
+        if any(n.startswith(param) for n in report.fresh):
+            raise UserError(f"{directory} has no trained {what} head ({param} is missing)", where=str(directory),
+                            fix="fine-tune it first, or export it with --task features")
+        return model
+    return load
+
+
+def _run_token(model, input_ids, attention_mask, token_type_ids) -> dict:
+    return {"logits": model(input_ids, attention_mask, token_type_ids)}    # [B, T, C]
+
+
+def _run_qa(model, input_ids, attention_mask, token_type_ids) -> dict:
+    start, end = model(input_ids, attention_mask, token_type_ids)          # 2 x [B, T]
+    return {"start_logits": start, "end_logits": end}
 
 
 register(HeadKind("fill-mask", ("ForPreTraining", "ForMaskedLM"), _load_mlm, _run_mlm,
@@ -107,6 +138,12 @@ register(HeadKind("features", ("Model",), _load_encoder, _run_encoder,
                   {"last_hidden_state": ("batch", "sequence", "hidden"), "pooler_output": ("batch", "hidden")},
                   "the bare encoder's hidden states (and pooled [CLS] where the family has a pooler)",
                   aliases=("feature-extraction", "encoder")))
+register(HeadKind("token-classification", ("ForTokenClassification",), _load_fine_tuned("token", "classifier", "token"),
+                  _run_token, {"logits": ("batch", "sequence", "labels")}, "per-token label logits (NER)",
+                  aliases=("ner", "token")))
+register(HeadKind("question-answering", ("ForQuestionAnswering",), _load_fine_tuned("qa", "qa_outputs", "span"),
+                  _run_qa, {"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")},
+                  "answer-span start and end logits (SQuAD)", aliases=("qa", "squad")))
 
 
 # ------------------------------------------------------------------------------------ choosing

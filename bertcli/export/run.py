@@ -165,7 +165,8 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         "opset": summary["opset"], "inputs": summary["inputs"], "outputs": summary["outputs"],
         "operators": summary["operators"], "output_names": outputs,
         "max_sequence_length": max_len, "vocab_size": config.vocab_size,
-        "labels": list(config.labels) if kind.task == "classification" and config.labels else None,
+        "labels": list(config.labels) if kind.task in ("classification", "token-classification") and config.labels
+        else None,
         "verification": {k: c.as_dict() for k, c in checks.items()},
         "dev_metrics": dev_metrics or None,
         "export_seconds": round(export_s, 2),
