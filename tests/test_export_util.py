@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from bertcli.model import build_model, save_checkpoint
@@ -101,4 +102,34 @@ def make_checkpoint(root: Path, family: str, head: str = "pretraining", labels=(
     spread(model, seed)
     out = root / f"{family}-{head}-{seed}"
     save_checkpoint(model.eval(), out, tokenizer_dir=tok_dir)
+    return out
+
+
+# (checkpoint head, --task) of every exportable kind; features come from the classifier, so
+# the bare-encoder path is exercised on a checkpoint with another head.
+KINDS = {"fill-mask": "pretraining", "classification": "classification", "features": "classification",
+         "token-classification": "token", "question-answering": "qa"}
+FAMILIES = ("bert", "roberta", "albert")
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
+    run_export (its own verification on) and shared by the export and predict tests."""
+    from bertcli.export.run import run_export
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("export")
+    out = {}
+    for family in FAMILIES:
+        for task, head in KINDS.items():
+            labels = NER_LABELS if head == "token" else ("negative", "positive")
+            ckpt = root / f"{family}-{head}-0"
+            if not ckpt.exists():
+                make_checkpoint(root, family, head, labels=labels)
+            result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
+            assert result.passed, result.info["verification"]
+            out[family, task] = (ckpt, result.out)
+    torch.set_num_threads(before)
     return out
