@@ -24,6 +24,9 @@ import yaml
 
 from bertcli import sections
 from bertcli.errors import UserError, closest, did_you_mean
+from bertcli.model.config import resolve_model
+from bertcli.model.families import FAMILIES, family_spec
+from bertcli.model.families import position_offset as _offset
 from bertcli.sections import (
     CorpusConfig,
     DataConfig,
@@ -340,42 +343,21 @@ def _type_name(tp: Any) -> str:
 
 
 # ------------------------------------------------------------------------------ resolution
-FAMILY_DEFAULTS = {
-    # field: (bert, roberta, albert)
-    "max_position_embeddings": (512, 514, 512),
-    "type_vocab_size": (2, 1, 2),
-    "layer_norm_eps": (1e-12, 1e-5, 1e-12),
-    "hidden_act": ("gelu", "gelu", "gelu_new"),
-    "sharing": ("none", "none", "all"),
-}
-
-
-def resolve_model(m: ModelConfig) -> ModelConfig:
-    """Fill the `model` fields left at None with the family's values (in place; returns `m`)."""
-    idx = ("bert", "roberta", "albert").index(m.family)
-    for name, values in FAMILY_DEFAULTS.items():
-        if getattr(m, name) is None:
-            setattr(m, name, values[idx])
-    if m.embedding_size is None:
-        m.embedding_size = 128 if m.family == "albert" else m.hidden_size
-    if m.classifier_dropout is None:
-        m.classifier_dropout = m.hidden_dropout_prob if m.family != "albert" else 0.1
-    return m
-
-
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
     m = resolve_model(r.model)
     t = r.tokenizer
     if t.special_tokens is None:
-        t.special_tokens = m.family          # each family's own set (tokenizer.SPECIAL_TOKENS)
+        t.special_tokens = m.family          # each family's own set (FamilySpec.special_tokens)
     if t.strip_accents is None:
         t.strip_accents = t.lowercase
 
 
-def position_offset(m: ModelConfig) -> int:
-    """Index of the first position embedding used: RoBERTa counts from padding_idx + 1 = 2."""
-    return 2 if m.family == "roberta" else 0
+def position_offset(m: ModelConfig, special_tokens: Optional[str] = None) -> int:
+    """Index of the first position embedding used (RoBERTa: padding_idx + 1 = 2), with the pad
+    id of the special-token set (default: the family's own)."""
+    pad = family_spec(special_tokens or m.family).pad_id
+    return _offset(family_spec(m.family), pad)
 
 
 def validate(r: Recipe) -> None:
@@ -397,24 +379,27 @@ def validate(r: Recipe) -> None:
     if m.vocab_size is not None and m.vocab_size != t.vocab_size:
         fail(f"model.vocab_size {m.vocab_size} differs from tokenizer.vocab_size {t.vocab_size}",
              "leave model.vocab_size unset (it follows the tokenizer) or make them equal")
-    usable = m.max_position_embeddings - position_offset(m)
+    offset = position_offset(m, t.special_tokens)
+    usable = m.max_position_embeddings - offset
     if d.max_seq_length > usable:
-        extra = " (RoBERTa positions start at 2, so it needs max_seq_length + 2)" if m.family == "roberta" else ""
+        extra = (f" ({family_spec(m.family).display} positions start at {offset} = padding_idx + 1, so it "
+                 f"needs max_seq_length + {offset})" if offset else "")
         fail(f"data.max_seq_length {d.max_seq_length} exceeds the model's {usable} positions "
              f"(model.max_position_embeddings {m.max_position_embeddings}){extra}",
              "lower data.max_seq_length or raise model.max_position_embeddings")
     if d.mask_replace_prob + d.random_replace_prob > 1.0 + 1e-9:
         fail("data.mask_replace_prob + data.random_replace_prob exceed 1")
-    if d.objective != "none" and m.family == "roberta":
-        fail(f"data.objective {d.objective} needs a sentence-pair head, and the roberta family "
-             "(RobertaForMaskedLM) has none",
-             "use data.objective: none, or model.family: bert (NSP head) / albert (SOP head)")
-    if d.objective == "nsp" and m.family == "albert":
-        fail("data.objective nsp with the albert family: AlbertForPreTraining's head is SOP",
-             "use data.objective: sop (ALBERT) or model.family: bert")
-    if d.objective == "sop" and m.family == "bert":
-        fail("data.objective sop with the bert family: BertForPreTraining's head is NSP",
-             "use data.objective: nsp (BERT) or model.family: albert")
+    spec = family_spec(m.family)
+    if d.objective not in ("none", spec.pair_head):  # MLM only is fine with any head
+        arch = spec.architectures["pretraining"]
+        if spec.pair_head == "none":
+            fail(f"data.objective {d.objective} needs a sentence-pair head, and the {m.family} family "
+                 f"({arch}) has none",
+                 "use data.objective: none, or model.family: " + _family_choices())
+        with_head = [s.name for s in FAMILIES.values() if s.pair_head == d.objective]
+        fail(f"data.objective {d.objective} with the {m.family} family: {arch}'s head is "
+             f"{spec.pair_head.upper()}",
+             f"use data.objective: {spec.pair_head} ({m.family.upper()}) or model.family: " + " / ".join(with_head))
     if d.objective != "none" and m.type_vocab_size < 2:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:
@@ -424,6 +409,11 @@ def validate(r: Recipe) -> None:
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
     if tr.precision == "fp16" and tr.device == "cpu":
         fail("train.precision fp16 needs CUDA (loss scaling); on CPU use bf16 or fp32")
+
+
+def _family_choices() -> str:
+    """`bert (NSP head) / albert (SOP head)`: the families with a pair head."""
+    return " / ".join(f"{s.name} ({s.pair_head.upper()} head)" for s in FAMILIES.values() if s.pair_head != "none")
 
 
 # ----------------------------------------------------------------------------- help text

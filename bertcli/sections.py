@@ -1,6 +1,6 @@
 """One dataclass per recipe section. The docstring under each field is its help text
-(`bertcli explain SECTION`). Fields left at `None` are resolved from the model family in
-`recipe.resolve`, so the recipe saved next to every output holds concrete values only.
+(`bertcli explain SECTION`). Fields left at `None` are resolved from the model's family
+by `recipe.resolve`, so the recipe saved next to every output holds concrete values only.
 
 Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
 stage's output (e.g. number of processes) and so do not invalidate its cache.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, Optional
+
+from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True):
@@ -74,7 +76,7 @@ class TokenizerConfig:
     """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
     vocab_size: int = num(30522, ge=32)
     """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
-    special_tokens: Optional[Literal["bert", "roberta", "albert"]] = None
+    special_tokens: Optional[Literal[FAMILY_NAMES]] = None
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
     <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
     lowercase: bool = True
@@ -146,7 +148,7 @@ class DataConfig:
 # ------------------------------------------------------------------------------------------ model
 @dataclass
 class ModelConfig:
-    family: Literal["bert", "roberta", "albert"] = "bert"
+    family: Literal[FAMILY_NAMES] = "bert"
     """Which checkpoint format and heads: bert (BertForPreTraining: MLM + NSP head), roberta
     (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head)."""
     vocab_size: Optional[int] = num(None, ge=8)

@@ -41,6 +41,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.model.families import FAMILIES, family_spec
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
 from bertcli.stages import StageResult, building, is_complete, stage_dir
@@ -48,12 +49,8 @@ from bertcli.stages import StageResult, building, is_complete, stage_dir
 TOKENIZER_VERSION = 1
 INFO_FILE = "tokenizer_info.json"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
-# token per role, in vocabulary order (the order is the id)
-SPECIAL_TOKENS = {
-    "bert": {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
-    "roberta": {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"},
-    "albert": {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
-}
+# token per role, in vocabulary order (the order is the id): each family's set (FamilySpec.special_tokens)
+SPECIAL_TOKENS = {name: dict(spec.special_tokens) for name, spec in FAMILIES.items()}
 EVAL_MAX_SENTENCES = 20000
 # CJK ideographs: the ranges of BERT's tokenization._is_chinese_char, which the BERT normalizer
 # splits into single characters (also the data stage's test for Chinese text).
@@ -81,20 +78,17 @@ class TokenizerInfo:
 # --------------------------------------------------------------------------------- pipeline
 def special_tokens(set_name: str) -> list[AddedToken]:
     """The set's special tokens in id order; RoBERTa's <mask> swallows the space before it."""
-    return [AddedToken(t, special=True, normalized=False, lstrip=(t == "<mask>"))
-            for t in SPECIAL_TOKENS[set_name].values()]
+    spec = family_spec(set_name)
+    return [AddedToken(t, special=True, normalized=False, lstrip=spec.mask_lstrip and role == "mask")
+            for role, t in spec.special_tokens.items()]
 
 
 def hf_class(cfg: TokenizerConfig) -> str:
     """The transformers class that rebuilds exactly this pipeline, else the generic one."""
-    st = cfg.special_tokens
-    if cfg.kind == "wordpiece" and st in ("bert", "albert"):
-        return "BertTokenizer"
-    if cfg.kind == "bpe" and st == "roberta" and not cfg.lowercase and not cfg.strip_accents:
-        return "RobertaTokenizer"
-    if cfg.kind == "unigram" and st in ("bert", "albert"):
-        return "AlbertTokenizer"
-    return "PreTrainedTokenizerFast"
+    name = family_spec(cfg.special_tokens).tokenizer_classes.get(cfg.kind, "PreTrainedTokenizerFast")
+    if cfg.kind == "bpe" and (cfg.lowercase or cfg.strip_accents):
+        return "PreTrainedTokenizerFast"  # byte-level BPE classes keep case and accents
+    return name
 
 
 def new_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
@@ -152,7 +146,7 @@ def new_trainer(cfg: TokenizerConfig, show_progress: bool):
 def add_post_processor(tok: Tokenizer, set_name: str) -> None:
     t = SPECIAL_TOKENS[set_name]
     cls, sep = (t["cls"], tok.token_to_id(t["cls"])), (t["sep"], tok.token_to_id(t["sep"]))
-    if set_name == "roberta":
+    if family_spec(set_name).pair_template == "double_sep":
         tok.post_processor = processors.RobertaProcessing(sep, cls, trim_offsets=True, add_prefix_space=False)
     else:
         tok.post_processor = processors.TemplateProcessing(
@@ -285,7 +279,8 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
         (out / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
     t = SPECIAL_TOKENS[cfg.special_tokens]
     roles = {f"{r}_token": t[r] for r in ROLES}
-    if cfg.special_tokens == "roberta" or cfg.kind == "unigram":  # unigram: what AlbertTokenizer expects
+    spec = family_spec(cfg.special_tokens)
+    if spec.pair_template == "double_sep" or cfg.kind == "unigram":  # what RobertaTokenizer / AlbertTokenizer expect
         roles.update(bos_token=t["cls"], eos_token=t["sep"])
     cls_name = hf_class(cfg)
     config = {"tokenizer_class": cls_name, **roles, "model_max_length": cfg.model_max_length,
@@ -297,8 +292,8 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
     elif cls_name == "AlbertTokenizer":
         config.update(keep_accents=not cfg.strip_accents, add_prefix_space=True, trim_offsets=True)
     if cls_name != "AlbertTokenizer":
-        config["model_input_names"] = (["input_ids", "attention_mask"] if cfg.special_tokens == "roberta"
-                                       else ["input_ids", "token_type_ids", "attention_mask"])
+        config["model_input_names"] = (["input_ids", "token_type_ids", "attention_mask"] if spec.uses_token_types
+                                       else ["input_ids", "attention_mask"])
     config["added_tokens_decoder"] = {
         str(i): {"content": a.content, "lstrip": a.lstrip, "normalized": a.normalized, "rstrip": a.rstrip,
                  "single_word": a.single_word, "special": a.special}

@@ -80,12 +80,11 @@ def _run_classifier(model, input_ids, attention_mask, token_type_ids) -> dict:
 
 def checkpoint_head(directory: Path) -> str:
     """The load_checkpoint head that matches config.json's architectures."""
-    from bertcli.model.hf import HEAD_SPECS
+    from bertcli.model.hf import read_config
 
     arch = architecture(directory)
-    if arch.endswith("ForSequenceClassification"):
-        return "classification"
-    return next((head for head, spec in HEAD_SPECS.items() if arch.endswith(spec.architecture)), "pretraining")
+    heads = read_config(directory).spec.architectures
+    return next((head for head, name in heads.items() if name == arch), "pretraining")
 
 
 def _load_encoder(directory: Path):
@@ -189,9 +188,9 @@ def detect_kind(directory: Path, task: Optional[str] = None) -> HeadKind:
 
 # ----------------------------------------------------------------------------- traced module
 def input_names(config) -> list[str]:
-    """The graph's inputs: token_type_ids only where the family has more than one type."""
+    """The graph's inputs: token_type_ids only where the family reads them."""
     names = ["input_ids", "attention_mask"]
-    if config.type_vocab_size > 1:
+    if config.spec.uses_token_types:
         names.append("token_type_ids")
     return names
 

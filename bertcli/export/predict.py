@@ -152,8 +152,8 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
         raise UserError(f"the tokenizer has {tok.vocab_size:,} tokens but the graph's model only {vocab:,} "
                         "embeddings: the tokenizer does not belong to this model", where=str(where),
                         fix="keep the tokenizer files the export wrote next to model.onnx")
-    if "token_type_ids" in names and config.type_vocab_size < 2:
-        raise UserError("the graph takes token_type_ids but config.json has a single token type",
+    if "token_type_ids" in names and not config.spec.uses_token_types:
+        raise UserError("the graph takes token_type_ids but config.json describes a family without token types",
                         where=str(where), fix="config.json does not belong to this model.onnx")
     if tok.pad_id != config.pad_token_id:
         raise UserError(f"the tokenizer pads with id {tok.pad_id} but the model's pad_token_id is "

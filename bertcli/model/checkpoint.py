@@ -1,7 +1,7 @@
 """Checkpoints are Hugging Face directories: config.json (transformers' keys + a `bertcli` block),
 model.safetensors (transformers' parameter names), tokenizer files.
 
-Loading takes any transformers bert / roberta / albert directory: with or without the base
+Loading takes any transformers directory of a known family (bert, roberta, albert, ...): with or without the base
 prefix (`bert.` ...; a bare BertModel / sentence-embedding directory has none), with or without
 heads. Heads and pooler missing from the checkpoint are initialized fresh and listed in the
 LoadReport; a missing encoder tensor, a shape that contradicts config.json or a tensor the config
@@ -23,8 +23,9 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.model.config import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
-from bertcli.model.hf import (BASE, LABELLED_HEADS, decoder_keys, is_encoder_param, read_config, to_hf_config,
-                              transformers_caveats, uses_pooler, weight_files, weight_map)
+from bertcli.model.families import FamilySpec
+from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
+                              to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.stages import write_atomic
 
@@ -145,13 +146,13 @@ def _legacy_name(key: str) -> str:
     return key
 
 
-def _base_prefix(state: dict[str, Tensor], family: str, where: str) -> str:
-    base = BASE[family]
+def _base_prefix(state: dict[str, Tensor], spec: FamilySpec, where: str) -> str:
+    base = spec.hf_prefix
     if any(k.startswith(base) for k in state):
         return base
     if any(k.startswith("embeddings.") for k in state):
         return ""  # encoder-only directory (BertModel, sentence-embedding models)
-    raise UserError(f"the weights hold no {base}* or embeddings.* tensors: not a {family} model",
+    raise UserError(f"the weights hold no {base}* or embeddings.* tensors: not a {spec.model_type} model",
                     where=where, fix="check that config.json and model.safetensors belong together")
 
 
@@ -169,7 +170,7 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional
 def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
                     labels: Optional[Sequence[str]] = None,
                     dropout: Optional[float] = None) -> tuple[Model, LoadReport]:
-    """Load any HF bert / roberta / albert directory as a PreTrainingModel, a SequenceClassifier
+    """Load any HF directory of a known family as a PreTrainingModel, a SequenceClassifier
     (head="classification") or a TokenClassifier (head="token") with `labels` / `num_labels`
     (default: the checkpoint's own classifier labels), or a SpanExtractor (head="qa"); heads the
     checkpoint lacks start fresh and are listed in the report. `dropout` replaces the hidden, attention and classifier
@@ -182,7 +183,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
     where = str(directory / "model.safetensors")
-    base = _base_prefix(state, c.family, where)
+    base = _base_prefix(state, c.spec, where)
 
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}; one of {HEADS}")
@@ -206,8 +207,8 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     tensors, used = {}, set()
     for ours, copies in wmap.items():
         found = _gather(state, copies)
-        if found is None and ours == "mlm.bias" and decoder_keys(c.family)[1] in state:
-            found, copies = [state[decoder_keys(c.family)[1]]], [(decoder_keys(c.family)[1],)]
+        if found is None and ours == "mlm.bias" and decoder_keys(c.spec)[1] in state:
+            found, copies = [state[decoder_keys(c.spec)[1]]], [(decoder_keys(c.spec)[1],)]
         if found is None:
             report.fresh.extend(copies[0])
             continue
@@ -246,8 +247,8 @@ def _sort_leftovers(state, used, base, c: EncoderConfig, report: LoadReport, whe
                     pooled: bool = True) -> None:
     """Tensors nothing read: buffers and tied decoders are fine, encoder tensors the config does
     not describe are a mismatch, other heads are listed as unused."""
-    dec_weight, dec_bias = decoder_keys(c.family)
-    encoder_roots = (base + "embeddings.", base + "encoder.", base + "pooler")
+    dec_weight, dec_bias = decoder_keys(c.spec)
+    encoder_roots = encoder_prefixes(c.spec, base)
     strays = []
     for key in sorted(set(state) - used):
         if key.endswith(("position_ids", "embeddings.token_type_ids")) or key == dec_bias:

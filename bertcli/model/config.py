@@ -1,8 +1,10 @@
 """The encoder's complete, resolved configuration.
 
 `ModelConfig` (the recipe section) leaves family-dependent fields at None until
-`recipe.resolve`; `EncoderConfig` is what the modules are built from: every field concrete, plus
-what comes from the tokenizer (vocabulary size, padding id) and the head (labels).
+`resolve_model` fills them from the family's spec (`recipe.resolve` calls it); `EncoderConfig`
+is what the modules are built from: every field concrete, plus what comes from the tokenizer
+(vocabulary size, padding id) and the head (labels). Behaviour that is the family's, not a
+setting, is read from `config.spec` (bertcli.model.families).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bertcli.errors import UserError
+from bertcli.model.families import FAMILIES, FamilySpec, family_spec, position_offset
 from bertcli.sections import ModelConfig
 
-FAMILIES = ("bert", "roberta", "albert")
 ACTIVATIONS = ("gelu", "gelu_new")
 
 
@@ -41,23 +43,46 @@ class EncoderConfig:
     pad_token_id: int
     # Fine-tuning head only: label names (len 1 = regression).
     labels: Optional[tuple[str, ...]] = None
+    # Alternating attention (spec.attention): sliding window of `local_attention` tokens (a
+    # token sees those within local_attention // 2 on each side) except on every
+    # `global_attn_every_n_layers`-th layer, from layer 0. 0 = every layer global.
+    local_attention: int = 0
+    global_attn_every_n_layers: int = 1
+    # Rotary positions (spec.positions == "rotary"): base of the frequencies per layer kind.
+    global_rope_theta: float = 10000.0
+    local_rope_theta: float = 10000.0
+    # ModernBERT's fine-tuning heads: [CLS] or the mean over real tokens.
+    classifier_pooling: str = "cls"
 
     # ---------------------------------------------------------------- derived shapes
+    @property
+    def spec(self) -> FamilySpec:
+        return family_spec(self.family)
+
     @property
     def has_projection(self) -> bool:
         """ALBERT always maps E -> H (transformers' AlbertTransformer has the layer even when
         E == H); the other families only when E != H."""
-        return self.family == "albert" or self.embedding_size != self.hidden_size
+        return self.spec.always_project or self.embedding_size != self.hidden_size
 
     @property
     def has_pooler(self) -> bool:
         """BERT and ALBERT pool [CLS] through dense + tanh; RoBERTa has no pooler."""
-        return self.family != "roberta"
+        return self.spec.pooler
 
     @property
     def position_offset(self) -> int:
         """RoBERTa numbers positions from padding_idx + 1 (fairseq's make_positions)."""
-        return self.pad_token_id + 1 if self.family == "roberta" else 0
+        return position_offset(self.spec, self.pad_token_id)
+
+    def is_global(self, layer: int) -> bool:
+        """Whether layer `layer` attends over the whole sequence (else a sliding window)."""
+        return self.local_attention == 0 or layer % self.global_attn_every_n_layers == 0
+
+    @property
+    def window(self) -> int:
+        """Tokens a local layer sees on each side (transformers' sliding_window)."""
+        return self.local_attention // 2
 
     @property
     def group_size(self) -> int:
@@ -94,7 +119,7 @@ class EncoderConfig:
             raise UserError(what, where=where, fix=fix)
 
         if self.family not in FAMILIES:
-            fail(f"unsupported model family {self.family!r}", "use bert, roberta or albert")
+            fail(f"unsupported model family {self.family!r}", "use one of: " + ", ".join(FAMILIES))
         if self.hidden_act not in ACTIVATIONS:
             fail(f"unsupported activation {self.hidden_act!r}", "use gelu (exact) or gelu_new (tanh)")
         if self.num_attention_heads < 1 or self.hidden_size % self.num_attention_heads:
@@ -119,12 +144,24 @@ class EncoderConfig:
         return self
 
 
+def resolve_model(m: ModelConfig) -> ModelConfig:
+    """Fill the `model` fields left at None with the family's defaults (in place; returns `m`):
+    the spec's `defaults`, else E = H and the classifier dropout = the hidden dropout."""
+    spec = family_spec(m.family)
+    for name, value in spec.defaults.items():
+        if getattr(m, name) is None:
+            setattr(m, name, value)
+    if m.embedding_size is None:
+        m.embedding_size = m.hidden_size
+    if m.classifier_dropout is None:
+        m.classifier_dropout = m.hidden_dropout_prob
+    return m
+
+
 def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
                    labels: Optional[tuple[str, ...]] = None) -> EncoderConfig:
     """Resolve a recipe `model` section (None fields take the family's defaults, by
-    `recipe.resolve_model`, on a copy) into an EncoderConfig."""
-    from bertcli.recipe import resolve_model
-
+    `resolve_model`, on a copy) into an EncoderConfig."""
     m = resolve_model(dataclasses.replace(model_cfg))
     if m.vocab_size is not None and m.vocab_size != vocab_size:
         raise UserError(f"model.vocab_size {m.vocab_size} differs from the tokenizer's {vocab_size}",

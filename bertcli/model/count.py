@@ -10,11 +10,11 @@ import torch
 
 from bertcli.model.config import encoder_config
 from bertcli.model.heads import PreTrainingModel
-from bertcli.model.hf import HF_DEFAULTS
+from bertcli.model.families import FAMILIES
 from bertcli.sections import ModelConfig
 
 # The padding id each family's tokenizer uses (it only decides RoBERTa's position offset here).
-DEFAULT_PAD = {family: d["pad_token_id"] for family, d in HF_DEFAULTS.items()}
+DEFAULT_PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}
 
 
 def _numel(module: torch.nn.Module | None) -> int:
@@ -66,7 +66,7 @@ def flops_per_token(model_cfg: ModelConfig, vocab_size: int, seq_len: int, mlm_f
     """
     cfg = encoder_config(model_cfg, vocab_size, DEFAULT_PAD[model_cfg.family])
     H, E, I, V, T = cfg.hidden_size, cfg.embedding_size, cfg.intermediate_size, cfg.vocab_size, seq_len
-    pair = cfg.family != "roberta"
+    pair = cfg.spec.pair_head != "none"
     layer = 4 * H * H + 2 * H * I + 2 * T * H
     kept = mlm_fraction + (1 / T if pair else 0.0)  # tokens the last layer computes in full
     macs = (cfg.num_hidden_layers - 1) * layer + 2 * H * H + kept * (layer - 2 * H * H)

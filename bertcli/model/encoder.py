@@ -36,6 +36,16 @@ def activation(name: str) -> Callable[[Tensor], Tensor]:
     return functools.partial(F.gelu, approximate="tanh") if name == "gelu_new" else F.gelu
 
 
+def layer_norm(c: EncoderConfig, width: int) -> nn.LayerNorm:
+    """A LayerNorm, with a bias unless the family has none (ModernBERT)."""
+    return nn.LayerNorm(width, eps=c.layer_norm_eps, bias=c.spec.biases)
+
+
+def linear(c: EncoderConfig, inp: int, out: int) -> nn.Linear:
+    """A linear layer, with a bias unless the family has none (ModernBERT)."""
+    return nn.Linear(inp, out, bias=c.spec.biases)
+
+
 def first_positions(batch: int, length: int, device) -> Tensor:
     """[B] flat positions of every sequence's first token ([CLS] / <s>)."""
     return torch.arange(batch, device=device) * length
@@ -125,18 +135,24 @@ class Embeddings(nn.Module):
     def __init__(self, c: EncoderConfig):
         super().__init__()
         E = c.embedding_size
+        spec = c.spec
         self.word = nn.Embedding(c.vocab_size, E, padding_idx=c.pad_token_id)
-        # transformers' RobertaEmbeddings gives the position table a padding row too.
-        pos_pad = c.pad_token_id if c.family == "roberta" else None
-        self.position = nn.Embedding(c.max_position_embeddings, E, padding_idx=pos_pad)
-        self.token_type = nn.Embedding(c.type_vocab_size, E)
-        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        self.position = None   # rotary positions act inside attention instead
+        if spec.positions != "rotary":
+            # transformers' RobertaEmbeddings gives the position table a padding row too.
+            pos_pad = c.pad_token_id if spec.position_padding_row else None
+            self.position = nn.Embedding(c.max_position_embeddings, E, padding_idx=pos_pad)
+        self.token_type = nn.Embedding(c.type_vocab_size, E) if spec.token_type_embeddings else None
+        self.norm = layer_norm(c, E)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor) -> Tensor:
+    def forward(self, ids: Tensor, positions: Optional[Tensor], token_types: Optional[Tensor]) -> Tensor:
         # [N] x 3 -> [N, E]; summed in transformers' order (word + type, then + position)
-        x = self.word(ids) + self.token_type(token_types)
-        x = x + self.position(positions)
+        x = self.word(ids)
+        if self.token_type is not None:
+            x = x + self.token_type(token_types)
+        if self.position is not None:
+            x = x + self.position(positions)
         return self.dropout(self.norm(x))
 
 
@@ -148,9 +164,9 @@ class Attention(nn.Module):
         super().__init__()
         H = c.hidden_size
         self.heads = c.num_attention_heads
-        self.qkv = nn.Linear(H, 3 * H)
-        self.out = nn.Linear(H, H)
-        self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.qkv = linear(c, H, 3 * H)
+        self.out = linear(c, H, H)
+        self.norm = layer_norm(c, H)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.attn_dropout = c.attention_probs_dropout_prob
         self.pre_norm = c.norm == "pre"
@@ -165,11 +181,11 @@ class Attention(nn.Module):
         else:
             H = x.shape[-1]
             w, b = self.qkv.weight, self.qkv.bias
-            kv = layout.padded(F.linear(h, w[H:], b[H:]))            # [B, T, 2H]
+            kv = layout.padded(F.linear(h, w[H:], None if b is None else b[H:]))  # [B, T, 2H]
             k, v = kv.view(B, T, 2, A, -1).permute(2, 0, 3, 1, 4)     # 2 x [B, A, T, D]
             hq = layout.select(h, queries.positions)                  # [n, H]
             x = hq if h is x else layout.select(x, queries.positions)  # post-LN: the same rows
-            q = F.linear(hq, w[:H], b[:H])
+            q = F.linear(hq, w[:H], None if b is None else b[:H])
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
         a = F.scaled_dot_product_attention(
             q, k, v, attn_mask=layout.mask, dropout_p=self.attn_dropout if self.training else 0.0)
@@ -182,9 +198,9 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, c: EncoderConfig):
         super().__init__()
-        self.inp = nn.Linear(c.hidden_size, c.intermediate_size)
-        self.out = nn.Linear(c.intermediate_size, c.hidden_size)
-        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.inp = linear(c, c.hidden_size, c.intermediate_size)
+        self.out = linear(c, c.intermediate_size, c.hidden_size)
+        self.norm = layer_norm(c, c.hidden_size)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.act = activation(c.hidden_act)
         self.pre_norm = c.norm == "pre"
@@ -221,7 +237,7 @@ class Encoder(nn.Module):
         self.proj = nn.Linear(c.embedding_size, c.hidden_size) if c.has_projection else None
         self.attention = nn.ModuleList(Attention(c) for _ in range(c.num_attention_blocks))
         self.ffn = nn.ModuleList(FeedForward(c) for _ in range(c.num_ffn_blocks))
-        self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm == "pre" else None
+        self.final_norm = layer_norm(c, c.hidden_size) if c.norm == "pre" else None
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
         self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
@@ -230,12 +246,13 @@ class Encoder(nn.Module):
         self.static = False
 
     def positions(self, input_ids: Tensor) -> Tensor:
-        """[B, T] position ids. RoBERTa: 2, 3, ... for real tokens and padding_idx for padding,
-        computed from input_ids as transformers does; others 0..T-1."""
-        if self.config.family == "roberta":
+        """[B, T] position ids. Offset positions (RoBERTa): position_offset, +1, ... for real
+        tokens and padding_idx for padding, computed from input_ids as transformers does; others
+        0..T-1."""
+        if self.config.spec.positions == "offset":
             pad = self.config.pad_token_id
             real = input_ids.ne(pad).long()
-            return real.cumsum(1) * real + pad
+            return real.cumsum(1) * real + (self.config.position_offset - 1)
         B, T = input_ids.shape
         return torch.arange(T, device=input_ids.device).expand(B, T)
 
@@ -246,10 +263,12 @@ class Encoder(nn.Module):
         only they can be read from the result."""
         B, T = input_ids.shape
         layout = make_layout(attention_mask, B, T, self.unpad, self.static)
-        if token_type_ids is None:
+        emb = self.embeddings
+        if token_type_ids is None and emb.token_type is not None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.embeddings(layout.flat(input_ids), layout.flat(self.positions(input_ids)),
-                            layout.flat(token_type_ids))              # [N, E]
+        x = emb(layout.flat(input_ids),
+                None if emb.position is None else layout.flat(self.positions(input_ids)),
+                None if emb.token_type is None else layout.flat(token_type_ids))  # [N, E]
         if self.proj is not None:
             x = self.proj(x)                                          # [N, H]
         plan = self.layer_plan

@@ -8,10 +8,12 @@ from typing import Any, Union
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.model.families import FAMILIES
 from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenizer import load_tokenizer
 
-MASK_SPELLINGS = ("[MASK]", "<mask>")   # either is accepted in the text, whatever the model's
+# any family's spelling is accepted in the text, whatever the model's
+MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
 
 
 def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[dict[str, Any]]:
@@ -34,10 +36,10 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
     from bertcli.model.checkpoint import load_checkpoint
 
     model, report = load_checkpoint(directory)
-    if any(name.endswith("bias") and ("predictions" in name or "lm_head" in name) for name in report.fresh):
+    if model.config.spec.names.mlm_bias in report.fresh:
         raise UserError(f"{directory} has no masked-LM head (a classifier or encoder-only checkpoint)",
-                        fix="use a pretraining checkpoint (BertForPreTraining, RobertaForMaskedLM, "
-                            "AlbertForPreTraining)")
+                        fix="use a pretraining checkpoint (" + ", ".join(
+                            s.architectures["pretraining"] for s in FAMILIES.values()) + ")")
     enc = tok.encode(text)
     ids = torch.tensor([enc.ids])
     limit = model.config.max_position_embeddings - model.config.position_offset

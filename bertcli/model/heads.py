@@ -1,4 +1,5 @@
 """Heads on the encoder: pretraining (MLM + NSP / SOP / none) and sequence classification.
+Which head a family has is read from its spec (pair_head, mlm_activation, task_head).
 
 Layouts follow transformers so checkpoints load both ways:
     bert     BertForPreTraining     MLM (dense H->H, act, LN, tied decoder) + NSP on the pooler
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig, encoder_config
-from bertcli.model.encoder import Encoder, activation, first_positions
+from bertcli.model.encoder import Encoder, activation, first_positions, layer_norm, linear
 from bertcli.sections import ModelConfig
 
 
@@ -35,10 +36,10 @@ class MLMHead(nn.Module):
     def __init__(self, c: EncoderConfig):
         super().__init__()
         E = c.embedding_size
-        self.dense = nn.Linear(c.hidden_size, E)
+        self.dense = linear(c, c.hidden_size, E)
         # RobertaLMHead always uses exact GELU, whatever hidden_act says.
-        self.act = activation("gelu" if c.family == "roberta" else c.hidden_act)
-        self.norm = nn.LayerNorm(E, eps=c.layer_norm_eps)
+        self.act = activation(c.hidden_act if c.spec.mlm_activation == "hidden_act" else c.spec.mlm_activation)
+        self.norm = layer_norm(c, E)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
     def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
@@ -53,9 +54,9 @@ class PreTrainingModel(nn.Module):
         self.config = c
         self.encoder = Encoder(c)
         self.mlm = MLMHead(c)
-        self.pair = nn.Linear(c.hidden_size, 2) if c.family != "roberta" else None
+        self.pair = nn.Linear(c.hidden_size, 2) if c.spec.pair_head != "none" else None
         # AlbertSOPHead applies dropout (classifier_dropout_prob) to the pooled output; BERT's NSP does not.
-        self.pair_dropout = nn.Dropout(c.classifier_dropout) if c.family == "albert" else nn.Identity()
+        self.pair_dropout = nn.Dropout(c.classifier_dropout) if c.spec.pair_dropout else nn.Identity()
         # The last layer runs only where the heads read it (masked positions, [CLS]).
         self.sparse_last_layer = True
         init_weights(self)
@@ -89,7 +90,7 @@ class SequenceClassifier(nn.Module):
         self.encoder = Encoder(c)
         self.dropout = nn.Dropout(c.classifier_dropout)
         # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj
-        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.family == "roberta" else None
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.spec.task_head == "dense_tanh" else None
         self.classifier = nn.Linear(c.hidden_size, len(c.labels))
         self.sparse_last_layer = True  # the head reads [CLS] / <s> only
         init_weights(self)
@@ -125,7 +126,8 @@ def init_weights(model: nn.Module) -> None:
                 m.weight[m.padding_idx].zero_()
         elif isinstance(m, nn.LayerNorm):
             m.weight.fill_(1.0)
-            m.bias.zero_()
+            if m.bias is not None:
+                m.bias.zero_()
         elif isinstance(m, MLMHead):
             m.bias.zero_()
 

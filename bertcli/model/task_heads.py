@@ -20,7 +20,6 @@ from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig
 from bertcli.model.encoder import Encoder
-from bertcli.model.hf import HEAD_SPECS  # noqa: F401 (names of these heads in transformers)
 
 
 class TokenClassifier(nn.Module):
