@@ -89,11 +89,15 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
 
 
 @app.command("build-data")
-def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
-    """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed)."""
-    from bertcli.data.build import run_build_data
+def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt,
+               all_phases: bool = typer.Option(False, "--all-phases", help="A multi-phase recipe: build every phase's data, not only the first phase's.")) -> None:
+    """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
+    A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
+    when the run reaches them, or now with --all-phases."""
+    from bertcli.train.phases import build_phase_data
 
-    _show(run_build_data(_recipe(recipe, set_), force=force))
+    for result in build_phase_data(_recipe(recipe, set_), force=force, all_phases=all_phases):
+        _show(result)
 
 
 @app.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bertcli.recipe import Recipe
 from bertcli.stages import is_complete
+from bertcli.train.phases import plan
 
 
 def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
@@ -16,6 +17,12 @@ def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     for stage, path in (("corpus", corpus_dir(recipe)), ("tokenizer", tokenizer_dir(recipe)),
                         ("data", data_dir(recipe))):
         rows.append((stage, f"{path}  ({'built' if is_complete(path) else 'missing'})"))
+    if recipe.train.phases:  # each phase's data is a stage of its own
+        rows.pop()
+        for ph in plan(recipe):
+            path = data_dir(ph.recipe)
+            rows.append((f"data {ph.name}", f"{path}  ({'built' if is_complete(path) else 'missing'}; "
+                                            f"steps {ph.start + 1:,}-{ph.end:,})"))
     run = recipe.out
     final = run / "final"
     rows.append(("run", f"{run}  ({'finished' if is_complete(final) else 'not finished'})"))
@@ -30,7 +37,10 @@ def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     seq = recipe.data.max_seq_length
     flops = flops_per_token(m, vocab, seq, recipe.data.mlm_probability)
     size_rows.append((f"training FLOPs per token (seq {seq})", f"{flops:.3e}"))
-    tokens = recipe.train.max_steps * recipe.train.batch_size * seq
-    size_rows.append(("training FLOPs for the run (upper bound)", f"{flops * tokens:.3e}"))
+    run_flops = 0.0  # each phase at its own length and batch (one phase without train.phases)
+    for ph in plan(recipe):
+        d, t = ph.recipe.data, ph.recipe.train
+        run_flops += flops_per_token(m, vocab, d.max_seq_length, d.mlm_probability) * ph.steps * t.batch_size * d.max_seq_length
+    size_rows.append(("training FLOPs for the run (upper bound)", f"{run_flops:.3e}"))
     tables.append((f"model: {m.family}, vocab {vocab:,}", size_rows))
     return tables

@@ -256,6 +256,8 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
     """Check (and gently convert) one value against a type hint."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if tp is object:  # free-form values checked by their own validator (train.phases[i].data)
+        return value
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -409,6 +411,10 @@ def validate(r: Recipe) -> None:
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
     if tr.precision == "fp16" and tr.device == "cpu":
         fail("train.precision fp16 needs CUDA (loss scaling); on CPU use bf16 or fp32")
+    if tr.phases or tr.max_time is not None:
+        from bertcli.train.phases import check_plan  # torch-free; checks each phase like a recipe
+
+        check_plan(r)
 
 
 def _family_choices() -> str:

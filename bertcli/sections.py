@@ -196,6 +196,36 @@ class ModelConfig:
 
 # ------------------------------------------------------------------------------------------ train
 @dataclass
+class PhaseConfig:
+    """One phase of a multi-phase run (train.phases); see bertcli.train.phases."""
+
+    name: Optional[str] = None
+    """Name in metrics.jsonl, logs and checkpoints. Default: phase1, phase2, ..."""
+    steps: Optional[int] = num(None, ge=1)
+    """Optimizer steps of this phase (give this or `fraction`)."""
+    fraction: Optional[float] = num(None, gt=0.0, le=1.0)
+    """This phase's share of train.max_steps (rounded; the last phase given by a fraction takes
+    the rounding). The phases' lengths must add up to train.max_steps."""
+    data: dict[str, object] = field(default_factory=dict)
+    """Data settings of this phase over the data section's, e.g. {max_seq_length: 512,
+    max_predictions_per_seq: 80}; any data key. Each phase's data is a stage of its own, built
+    when the phase starts (or by `bertcli build-data --all-phases`)."""
+    batch_size: Optional[int] = num(None, ge=1)
+    """Global batch of this phase. Default: train.batch_size."""
+    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
+    """Micro-batch of this phase (longer rows need smaller ones). Default: train.micro_batch_size."""
+    learning_rate: Optional[float] = num(None, gt=0.0)
+    """Peak learning rate of this phase's own schedule."""
+    warmup_steps: Optional[int] = num(None, ge=0)
+    """Warmup of this phase's own schedule, from its first step."""
+    schedule: Optional[str] = None
+    """Decay of this phase's own schedule (a train.schedule kind). A phase that sets
+    learning_rate, warmup_steps or schedule runs a schedule of its own over its steps: warmup from
+    its first step, decay to train.min_lr_ratio at its last (NVIDIA's phase 2, the unset ones from
+    train.*). A phase that sets none follows the run's schedule over train.max_steps (BERT)."""
+
+
+@dataclass
 class TrainConfig:
     optimizer: Literal["adamw", "lamb"] = "adamw"
     """AdamW (BERT, RoBERTa) or LAMB (ALBERT, large batches)."""
@@ -249,6 +279,14 @@ class TrainConfig:
     """Skip a step whose loss or gradients are not finite; stop after this many."""
     tensorboard: bool = nohash(True)
     """Also write TensorBoard events when tensorboard is installed."""
+    phases: list[PhaseConfig] = field(default_factory=list)
+    """Multi-phase pretraining: phases run in order in one run (one step counter, one
+    metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
+    batch and schedule (BERT: 90% of the steps at 128 tokens, 10% at 512). Empty: one phase."""
+    max_time: Optional[str] = None
+    """Time budget of the training, e.g. 90s, 30m, 24h, 1h30m, 2d: the run stops at the first step
+    that ends past it, and the schedule is laid out over it (progress = the larger of elapsed /
+    max_time and step / max_steps, so max_steps stays a cap). Building stages does not count."""
 
 
 # --------------------------------------------------------------------------------------- finetune

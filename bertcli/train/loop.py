@@ -23,10 +23,13 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from bertcli.testhooks import pause_point
+from bertcli.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
+from bertcli.train.phases import (Phase, PhaseLR, budget_multiplier, budget_seconds, phase_of, plan, progress,
+                                   state_value)
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
@@ -50,6 +53,21 @@ class TrainInputs:
     run_dir: Path
     dist: Dist = field(default_factory=Dist)
     resume: ckpt_io.Checkpoint | None = None
+    # Multi-phase runs: the plan (None: bertcli.train.phases.plan(recipe)); the data above is the
+    # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
+    phases: list[Phase] | None = None
+    open_phase: Callable | None = None
+
+
+@dataclass
+class PhaseData:
+    """One phase's data as the loop reads it (the TrainInputs fields of the same names)."""
+
+    train_dataset: Any
+    val_dataset: Any | None
+    n_train: int
+    n_val: int
+    collate: Callable
 
 
 # The trainer state keys resuming reads (Trainer._load); a checkpoint lacking one is damaged.
@@ -65,6 +83,8 @@ class TrainResult:
     last_val: dict = field(default_factory=dict)    # last validation metrics
     checkpoint: Path | None = None
     interrupted: int | None = None                  # signal number when stopped by a signal
+    train_seconds: float = 0.0                      # training time of the run (earlier runs included)
+    stage_seconds: float = 0.0                      # building phases' data during this run (not counted)
 
 
 class StopFlag:
@@ -104,13 +124,31 @@ class Trainer:
         self.inp, self.r, self.cfg, self.d = inp, inp.recipe, inp.recipe.train, inp.dist
         cfg, d = self.cfg, self.d
         self.device = d.device
-        _, self.micro, self.accum = split_batch(cfg.batch_size, d.world_size, cfg.micro_batch_size)
         self.pair = inp.recipe.data.objective != "none"
         self.model = inp.model.to(self.device)
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
                                          cfg.eps, cfg.weight_decay, self.device)
-        self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
-                                         cfg.power, cfg.min_lr_ratio)
+        self.phases = inp.phases or plan(inp.recipe)
+        self.phased = bool(cfg.phases)
+        for ph in self.phases:  # every phase's batch fits the processes: known now, not hours later
+            try:
+                split_batch(ph.recipe.train.batch_size, d.world_size, ph.recipe.train.micro_batch_size)
+            except UserError as e:
+                if not self.phased:
+                    raise
+                raise UserError(f"train.phases[{ph.index}] ({ph.name}): {e.what}", fix=f"{e.fix} (its batch_size / "
+                                f"micro_batch_size: train.phases[{ph.index}].*)") from None
+        if self.phased:  # each update follows the schedule of the phase that runs it
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, PhaseLR(self.phases, cfg.learning_rate))
+        else:
+            self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
+                                             cfg.power, cfg.min_lr_ratio)
+        # Time budget: `elapsed` counts the training seconds of every run of this training (the
+        # checkpoint carries them), not the time spent building a phase's data. The clock is an
+        # attribute so that tests can drive the schedule with a fake one.
+        self.budget = budget_seconds(cfg)
+        self.clock = time.monotonic
+        self.elapsed, self.elapsed_before, self.excluded = 0.0, 0.0, 0.0
         self.scaler = make_grad_scaler(cfg.precision, self.device)
         self.autocast = lambda: autocast(cfg.precision, self.device)
         self.guard = StepGuard(cfg.max_bad_steps)
@@ -124,6 +162,13 @@ class Trainer:
             # Dropout differs between processes (each sees other data); init is already done.
             torch.manual_seed(inp.recipe.seed * 1009 + d.rank)
         self.rng_to_restore = rng
+        self.phase, self.data = None, None
+        self._enter_phase(phase_of(self.phases, self.step + 1),
+                          PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate))
+        if inp.resume is not None:
+            self._check_resumed_phase(inp.resume.state)
+        if self.budget is not None:
+            self._set_budget_lr()
         self.wrapped = self.model
         if d.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -136,11 +181,14 @@ class Trainer:
     def _state(self) -> dict:
         sums = self.sums.clone()
         return {"step": self.step, "consumed_samples": self.consumed, "tokens": self.tokens,
-                "world_size": self.d.world_size, "batch_size": self.cfg.batch_size, "train_rows": self.inp.n_train,
+                "world_size": self.d.world_size, "batch_size": self.batch_size, "train_rows": self.data.n_train,
                 "bad_steps": self.guard.bad_steps, "overflows": self.overflows,
                 "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
-                "interval_sums": dict(zip(SUMS, sums.tolist())), "majority_acc": self.majority}
+                "interval_sums": dict(zip(SUMS, sums.tolist())), "majority_acc": self.majority,
+                # the phase of the last update and the cursor into its data; the training time
+                "phase": self.phase.index, "phase_name": self.phase.name, "phase_start": self.phase.start,
+                "phase_samples": (self.step - self.phase.start) * self.batch_size, "elapsed_s": self.elapsed}
 
     def _load(self, ck: ckpt_io.Checkpoint) -> list[dict]:
         s = ck.state
@@ -157,6 +205,7 @@ class Trainer:
         self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
         self.guard.bad_steps, self.overflows = int(s.get("bad_steps", 0)), int(s.get("overflows", 0))
         self.majority = s.get("majority_acc")
+        self.elapsed = self.elapsed_before = float(state_value(s, "elapsed_s", 0.0))
         # The main process holds the interval sums of all processes; the others start from zero.
         if self.d.main:
             self.sums = torch.tensor([s["interval_sums"][k] for k in SUMS], dtype=torch.float64, device=self.device)
@@ -174,10 +223,12 @@ class Trainer:
 
     # -------------------------------------------------------------------------- data
     def _train_loader(self) -> DataLoader:
-        sampler = TrainBatchSampler(self.inp.n_train, self.cfg.batch_size, self.micro, self.d.rank,
-                                    self.d.world_size, self.r.seed, start_sample=self.consumed)
+        # the cursor into this phase's data: the samples its steps so far consumed
+        sampler = TrainBatchSampler(self.data.n_train, self.batch_size, self.micro, self.d.rank,
+                                    self.d.world_size, self.r.seed,
+                                    start_sample=(self.step - self.phase.start) * self.batch_size)
         workers = self.cfg.num_workers
-        return DataLoader(self.inp.train_dataset, batch_sampler=sampler, collate_fn=self.inp.collate,
+        return DataLoader(self.data.train_dataset, batch_sampler=sampler, collate_fn=self.data.collate,
                           num_workers=workers, pin_memory=self.device.type == "cuda",
                           prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals if workers else None,
                           # its own generator: creating the iterator must not draw from torch's global RNG
@@ -237,18 +288,18 @@ class Trainer:
         if applied:
             self.sums += step_sums
         self.step += 1
-        self.consumed += self.cfg.batch_size
+        self.consumed += self.batch_size
         self.tokens += int(counts[2].item())
         return applied, counts[3].item() > 0
 
     # -------------------------------------------------------------------------- eval
     @torch.no_grad()
     def evaluate(self) -> dict:
-        if self.inp.val_dataset is None or self.inp.n_val == 0:
+        if self.data.val_dataset is None or self.data.n_val == 0:
             return {}
-        rows = None if self.cfg.eval_batches is None else self.cfg.eval_batches * self.cfg.batch_size
-        sampler = EvalBatchSampler(self.inp.n_val, self.micro, self.d.rank, self.d.world_size, rows)
-        loader = DataLoader(self.inp.val_dataset, batch_sampler=sampler, collate_fn=self.inp.collate,
+        rows = None if self.cfg.eval_batches is None else self.cfg.eval_batches * self.batch_size
+        sampler = EvalBatchSampler(self.data.n_val, self.micro, self.d.rank, self.d.world_size, rows)
+        loader = DataLoader(self.data.val_dataset, batch_sampler=sampler, collate_fn=self.data.collate,
                             num_workers=0, generator=torch.Generator().manual_seed(0))
         self.model.eval()
         sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
@@ -282,22 +333,29 @@ class Trainer:
         self.model.train()
         if self.rng_to_restore is not None:
             ckpt_io.restore_rng(self.rng_to_restore[min(d.rank, len(self.rng_to_restore) - 1)])
-        loader = self._train_loader()
-        it = iter(loader)
+        it = None
+        self.t0 = self.clock()
         interval_start, interval_tokens = time.monotonic(), 0
-        with StopFlag() as stop, LiveView(cfg.max_steps, self.step, pair_name, enabled=d.main) as view:
+        with StopFlag() as stop, LiveView(cfg.max_steps, self.step, pair_name, enabled=d.main,
+                                             budget=self.budget) as view:
             try:
-                while self.step < cfg.max_steps:
+                while self.step < cfg.max_steps and not self._budget_spent():
                     # a test holds the run here to signal it at a known step; a no-op otherwise
                     pause_point(f"train-step-{self.step + 1}", until=lambda: stop.signum is not None)
+                    if it is None or self.step >= self.phase.end:
+                        it = None                        # the finished phase's workers shut down
+                        it = iter(self._phase_loader(view, result))
                     batches = [next(it) for _ in range(self.accum)]
                     lr = self.optimizer.param_groups[0]["lr"]
                     tokens_before = self.tokens
                     _, stopping = self._train_step(batches, stop)
+                    self._tick()
                     interval_tokens += self.tokens - tokens_before
-                    step, final = self.step, self.step >= cfg.max_steps
+                    step, final = self.step, self.step >= cfg.max_steps or self._budget_spent()
+                    # the end of a phase is validated and checkpointed: a resume can start at it
+                    phase_end = step == self.phase.end and not final
                     view.step(step)
-                    evaluating = final or step % cfg.eval_every == 0
+                    evaluating = final or phase_end or step % cfg.eval_every == 0
                     if final or stopping or evaluating or step % cfg.log_every == 0:
                         now = time.monotonic()
                         rec = self._log_record(lr, interval_tokens / max(1e-9, now - interval_start))
@@ -317,20 +375,86 @@ class Trainer:
                         result.interrupted = stop.signum or signal.SIGTERM
                         view.message(f"stopped by signal at step {step}; checkpoint {result.checkpoint}")
                         break
-                    elif step % cfg.save_every == 0:
+                    elif phase_end or step % cfg.save_every == 0:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
             finally:
                 metrics.close()
                 tb.close()
                 del it
         result.step, result.tokens, result.seconds = self.step, self.tokens, time.monotonic() - start
+        result.train_seconds = self.elapsed
         return result
+
+    # ---------------------------------------------------------------- phases, budget
+    def _enter_phase(self, ph: Phase, data: PhaseData) -> None:
+        self.phase, self.data = ph, data
+        self.batch_size = ph.recipe.train.batch_size
+        _, self.micro, self.accum = split_batch(self.batch_size, self.d.world_size, ph.recipe.train.micro_batch_size)
+
+    def _check_resumed_phase(self, s) -> None:
+        """The checkpoint's phase must be the plan's phase of its step (max_steps may change on
+        resume, and with it the phases given as fractions)."""
+        phase, start = state_value(s, "phase"), state_value(s, "phase_start")
+        if phase is None or not self.phased:
+            return
+        done = phase_of(self.phases, max(1, self.step))
+        if (phase, start) != (done.index, done.start):
+            raise UserError(f"the checkpoint is in phase {state_value(s, 'phase_name')!r} from step {start}, "
+                            f"the recipe's phases put step {self.step:,} in {done.name!r} from step {done.start}",
+                            where=str(self.inp.resume.path),
+                            fix="restore train.max_steps (phases given as fractions move with it)")
+
+    def _phase_loader(self, view, result: TrainResult) -> DataLoader:
+        """The loader of the phase that runs the next update; a phase starting now gets its data
+        first (built if missing: that time does not count, and it leaves the RNGs untouched so
+        the run goes on exactly as one resumed at this boundary)."""
+        ph = phase_of(self.phases, self.step + 1)
+        if ph is not self.phase:
+            t = self.clock()
+            rng = ckpt_io.capture_rng()
+            data = self.inp.open_phase(ph)
+            ckpt_io.restore_rng(rng)
+            spent = self.clock() - t
+            self.excluded += spent
+            result.stage_seconds += spent
+            self._enter_phase(ph, data)
+        if self.phased:
+            t = ph.recipe.train
+            view.message(f"{ph.name}: steps {ph.start + 1:,}-{ph.end:,}, max_seq_length {ph.recipe.data.max_seq_length}, "
+                         f"batch {t.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
+                         f"peak lr {t.learning_rate:g}")
+        return self._train_loader()
+
+    def _tick(self) -> None:
+        """After a step: the training time so far (the same on every process), and under a
+        budget the learning rate of the next update."""
+        local = self.elapsed_before + (self.clock() - self.t0) - self.excluded
+        if self.budget is not None and self.d.enabled:
+            local = all_reduce_sum(self.d, torch.tensor([local], dtype=torch.float64, device=self.device)).item()
+            local /= self.d.world_size
+        self.elapsed = local
+        if self.budget is not None:
+            self._set_budget_lr()
+
+    def _budget_spent(self) -> bool:
+        return self.budget is not None and self.elapsed >= self.budget
+
+    def _set_budget_lr(self) -> None:
+        p = progress(self.step + 1, self.elapsed, self.budget, self.cfg.max_steps)
+        m = budget_multiplier(self.cfg, p)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * m
 
     def _log_record(self, lr: float, tokens_per_s: float) -> dict:
         sums = all_reduce_sum(self.d, self.sums.clone())
         self.sums.zero_()
-        rec = {"step": self.step, **_summarize(dict(zip(SUMS, sums.tolist())), self.pair), "lr": lr,
-               "tokens_per_s": tokens_per_s}
+        s = dict(zip(SUMS, sums.tolist()))
+        rec = {"step": self.step, **_summarize(s, self.pair), "lr": lr, "tokens_per_s": tokens_per_s}
+        if self.phased:  # the phase, and the mean length of the rows it trained on since the last record
+            rec["phase"] = self.phase.name
+            rec["tokens_per_seq"] = s["tokens"] / s["sequences"] if s["sequences"] else float("nan")
+        if self.budget is not None:
+            rec["train_seconds"] = self.elapsed
         if self.guard.bad_steps:
             rec["bad_steps"] = self.guard.bad_steps
         if self.overflows:

@@ -16,7 +16,7 @@ from bertcli import console
 from bertcli.stages import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
-TIMING_KEYS = ("tokens_per_s",)
+TIMING_KEYS = ("tokens_per_s", "train_seconds")
 
 
 class MetricsLog:
@@ -103,8 +103,10 @@ def format_record(r: dict, pair_name: str | None) -> str:
 class LiveView:
     """A progress bar with the latest metrics on a TTY; a plain line per logged step otherwise."""
 
-    def __init__(self, max_steps: int, start_step: int, pair_name: str | None, enabled: bool = True):
+    def __init__(self, max_steps: int, start_step: int, pair_name: str | None, enabled: bool = True,
+                 budget: float | None = None):
         self.max_steps, self.start_step, self.pair_name = max_steps, start_step, pair_name
+        self.budget = budget  # train.max_time in seconds: the run may end before max_steps
         self.enabled = enabled and not console.quiet()
         self.start = time.monotonic()
         self._progress = None
@@ -142,6 +144,8 @@ class LiveView:
         done = r["step"] - self.start_step
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.max_steps - r["step"]) if done > 0 else float("nan")
+        if self.budget is not None and "train_seconds" in r:
+            eta = min(eta, max(0.0, self.budget - r["train_seconds"]))
         console.log(f"step {r['step']}/{self.max_steps}  {line}  eta {_duration(eta)}")
 
     def message(self, text: str) -> None:

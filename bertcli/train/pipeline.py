@@ -28,12 +28,13 @@ from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed
 from bertcli.train.metrics import read_metrics
+from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name, state_value
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
 # Sections whose change makes another run (train keys listed below may change on --resume).
 RUN_SECTIONS = ("seed", "corpus", "tokenizer", "data", "model", "train")
-RESUMABLE_TRAIN_KEYS = {"max_steps", "eval_every", "eval_batches", "max_bad_steps"}
+RESUMABLE_TRAIN_KEYS = {"max_steps", "max_time", "eval_every", "eval_batches", "max_bad_steps"}
 
 
 @dataclass
@@ -49,6 +50,9 @@ class PretrainResult:
     last: dict = field(default_factory=dict)
     last_val: dict = field(default_factory=dict)
     interrupted: Optional[int] = None               # signal number when stopped by a signal
+    train_seconds: float = 0.0                      # training time (a budgeted run's clock)
+    stage_seconds: float = 0.0                      # building stages in this run (not training time)
+    phases: list = field(default_factory=list)      # bertcli.train.phases.Phase of a multi-phase run
 
 
 # ----------------------------------------------------------------------- recipe comparison
@@ -163,8 +167,8 @@ def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
     train = [d for d in differences(saved, recipe, ("train",)) if d[0].split(".", 1)[1] not in RESUMABLE_TRAIN_KEYS]
     if train:
         raise UserError(f"the training settings changed since the checkpoint: {_describe(train)}", where=str(where),
-                        fix="only train.max_steps, eval_every, eval_batches, max_bad_steps and machine settings may "
-                            "change on --resume; restore the others or start a new run")
+                        fix="only train.max_steps, max_time, eval_every, eval_batches, max_bad_steps and machine "
+                            "settings may change on --resume; restore the others or start a new run")
 
 
 def _clear_run(run_dir: Path) -> None:
@@ -221,14 +225,19 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     if d.main and force:
         _clear_run(run_dir)
     t0 = time.monotonic()
-    tok_result, data_result = _stages(recipe, d)
-    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result])
+    phases = plan(recipe)
+    start_phase = phase_of(phases, (ck.step if ck is not None else 0) + 1)   # the stages it needs now
+    tok_result, data_result = _stages(start_phase.recipe, d)
+    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result],
+                            stage_seconds=time.monotonic() - t0, phases=phases if recipe.train.phases else [])
+    result.stages[1] = stage_name(data_result, start_phase)
     for s in result.stages:
         console.log(f"{s.name}: {'reused' if s.reused else 'built'} {s.path}")
     tok = load_tokenizer(tok_result.path)
     data = load_data(data_result.path)
     train_split, val_split = data["train"], data["validation"]
-    if ck is not None and ck.state.get("train_rows") not in (None, len(train_split)):
+    same_phase = ck is not None and phase_of(phases, max(1, ck.step)) is start_phase   # not at a boundary
+    if same_phase and ck.state.get("train_rows") not in (None, len(train_split)):
         raise UserError(f"the checkpoint was trained on {ck.state['train_rows']:,} rows, the data has "
                         f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
 
@@ -244,11 +253,16 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     inputs = TrainInputs(
         recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
         n_train=len(train_split), n_val=len(val_split),
-        collate=PretrainCollator(tok, recipe.data, recipe.seed),
+        collate=PretrainCollator(tok, start_phase.recipe.data, recipe.seed),
         hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck)
-    if ck is not None and ck.step >= recipe.train.max_steps:
-        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,})")
+        run_dir=run_dir, dist=d, resume=ck, phases=phases,
+        open_phase=lambda ph: _open_phase(ph, tok, d, result))
+    budget = budget_seconds(recipe.train)
+    if ck is not None and (ck.step >= recipe.train.max_steps
+                           or (budget is not None and state_value(ck.state, "elapsed_s", 0.0) >= budget)):
+        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
+                    f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
+        result.train_seconds = float(state_value(ck.state, "elapsed_s", 0.0))
         result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
@@ -256,16 +270,34 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     else:
         trainer = Trainer(inputs)
         console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
-                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {recipe.train.batch_size} = "
+                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {trainer.batch_size} = "
                     f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
         out = trainer.fit()
         result.step, result.tokens, result.checkpoint = out.step, out.tokens, out.checkpoint
         result.last, result.last_val, result.interrupted = out.last, out.last_val, out.interrupted
+        result.train_seconds = out.train_seconds
+        result.stage_seconds += out.stage_seconds
     result.seconds = time.monotonic() - t0
     if d.main:
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
                         summary_rows(result, recipe))
     return result
+
+
+def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
+    """A later phase's data for the trainer: its stage (built when missing, as at the start of a
+    run) loaded as the loop reads it."""
+    from bertcli.data.collator import PretrainCollator
+    from bertcli.data.dataset import PretrainDataset, load_data
+    from bertcli.train.loop import PhaseData
+
+    _, data_result = _stages(ph.recipe, d)
+    data_result = stage_name(data_result, ph)
+    result.stages.append(data_result)
+    console.log(f"{data_result.name}: {'reused' if data_result.reused else 'built'} {data_result.path}")
+    data = load_data(data_result.path)
+    return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
+                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed))
 
 
 def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
@@ -275,6 +307,15 @@ def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
     if r.resumed_from:
         rows.append(("resumed from", str(r.resumed_from)))
     rows += [("steps", f"{r.step:,} / {r.max_steps:,}"), ("tokens", r.tokens), ("time", f"{r.seconds:,.1f} s")]
+    for ph in r.phases:
+        t = ph.recipe.train
+        rows.append((f"phase {ph.name}", f"steps {ph.start + 1:,}-{ph.end:,}, {ph.recipe.data.max_seq_length} tokens, "
+                                         f"batch {t.batch_size}, peak lr {t.learning_rate:g}"
+                                         f"{' (own schedule)' if ph.own_schedule else ''}"))
+    budget = budget_seconds(recipe.train)
+    if budget is not None:
+        rows.append(("training time", f"{format_seconds(r.train_seconds)} of the {recipe.train.max_time} budget "
+                                      f"(building stages: {format_seconds(r.stage_seconds)}, not counted)"))
     if r.last:
         rows.append(("train loss / MLM acc", f"{r.last['loss']:.4f} / {r.last['mlm_acc']:.4f}"))
     v = r.last_val
