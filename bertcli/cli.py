@@ -178,12 +178,13 @@ def predict_cmd(
     top_k: int = typer.Option(5, "--top-k", min=1, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli.export.predict import run_predict
 
     summary = run_predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
-                          max_length=max_length)
+                          max_length=max_length, allow_impossible=allow_impossible)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 

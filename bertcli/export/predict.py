@@ -178,7 +178,7 @@ def check_output(out: Optional[Path]) -> None:
 
 def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,
                 batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
-                threads: Optional[int] = None) -> dict:
+                threads: Optional[int] = None, allow_impossible: bool = False) -> dict:
     """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
     written under a temporary name and renamed when complete). Returns a summary."""
     from bertcli.export.inputs import check_input, count_records, read_records
@@ -186,7 +186,7 @@ def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task:
     check_input(input_file)
     check_output(out)
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
-                   top_k=top_k, pooling=pooling)
+                   top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
     total = count_records(input_file)
     n = 0
     tmp = None
