@@ -20,9 +20,9 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text and fine-tune them on GLUE.",
+    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text; fine-tune them (GLUE, your own files, NER) or extract features.",
 )
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint on a benchmark.")
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -55,7 +55,7 @@ def recipes() -> None:
 
 
 @app.command()
-def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks")) -> None:
+def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
     from rich.table import Table
 
@@ -186,6 +186,65 @@ def predict_cmd(
     summary = run_predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
                           max_length=max_length, allow_impossible=allow_impossible)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
+
+
+@finetune_app.command("ner")
+def finetune_ner(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
+    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
+) -> None:
+    """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
+    from bertcli.finetune.ner import run_ner
+
+    run_ner(_recipe(recipe, set_), checkpoint=checkpoint, data_dir=data_dir, out=out)
+
+
+@finetune_app.command("classify")
+def finetune_classify(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
+    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
+    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
+    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
+) -> None:
+    """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
+    from bertcli.finetune.classify import run_classify
+
+    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+             "regression": True if regression else None}
+    run_classify(_recipe(recipe, set_), checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
+                 **{k: v for k, v in flags.items() if v is not None})
+
+
+@app.command()
+def features(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
+    layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),
+    combine: str = typer.Option("concat", "--combine", help="concat, sum or mean over the layers."),
+    pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    max_seq_length: int = typer.Option(128, "--max-seq-length", help="Longer texts are truncated."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Texts per forward pass (bounds memory)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+) -> None:
+    """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
+    from bertcli.finetune.features import extract_features
+
+    extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
+                     id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -474,6 +474,8 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = "(required)"
         rows.append((prefix + f.name, _pretty_type(hints[f.name]), json.dumps(default, default=str)
                      if not isinstance(default, str) else default, docs.get(f.name, "")))
+        if section and dataclasses.is_dataclass(hints[f.name]):   # a block inside the section
+            rows += explain(prefix + f.name)                       # (finetune.ner ...): its keys too
     return rows
 
 

@@ -307,6 +307,67 @@ class TaskOverrides:
 
 
 @dataclass
+class ClassifyConfig:
+    """`bertcli finetune classify`: your own labelled files. Training keys left null take the
+    finetune section's values (the glue recipe's defaults: BERT's GLUE settings)."""
+
+    learning_rate: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.learning_rate."""
+    epochs: Optional[float] = num(None, gt=0.0)
+    """Overrides finetune.epochs."""
+    batch_size: Optional[int] = num(None, ge=1)
+    """Overrides finetune.batch_size."""
+    max_seq_length: Optional[int] = num(None, ge=8)
+    """Overrides finetune.max_seq_length (pairs are truncated longest segment first)."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    text_column: str = "text"
+    """Column holding the text (--text-column)."""
+    text_pair_column: Optional[str] = None
+    """Column holding the second text of a pair task (--text-pair-column); null: single texts."""
+    label_column: str = "label"
+    """Column holding the label: strings or ints (--label-column)."""
+    id_column: Optional[str] = None
+    """Column whose values key the test predictions (default: the row number)."""
+    regression: bool = False
+    """Predict a number (mean squared error; Pearson and Spearman) instead of a class
+    (--regression); the labels must all be numbers."""
+
+
+@dataclass
+class NerConfig:
+    """`bertcli finetune ner`: tagging, CoNLL-2003 style. Defaults: BERT section 5.3 (lr 5e-5,
+    batch 32, 3 epochs, the first sub-token of each word labelled)."""
+
+    learning_rate: Optional[float] = num(5e-5, gt=0.0)
+    """Peak learning rate (null: finetune.learning_rate)."""
+    epochs: Optional[float] = num(3.0, gt=0.0)
+    """Passes over the training sentences (null: finetune.epochs)."""
+    batch_size: Optional[int] = num(32, ge=1)
+    """Windows per optimizer step (null: finetune.batch_size)."""
+    max_seq_length: Optional[int] = num(128, ge=8)
+    """Sub-tokens per window, special tokens included; longer sentences are windowed."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    window_overlap: int = num(32, ge=0)
+    """Sub-tokens shared by consecutive windows of a long sentence (each word is still predicted
+    once, by the window where it has the most context)."""
+    tag_column: int = num(-1, ge=-64, le=63)
+    """Column of the tag in CoNLL files (0-based; negative counts from the end: -1 = last)."""
+    scheme: Literal["auto", "iob1", "iob2", "bioes"] = "auto"
+    """Tag scheme; `auto` tells IOB1 (CoNLL-2003's files), IOB2 and BIOES apart from the
+    training tags."""
+    invalid_tags: Literal["repair", "error"] = "repair"
+    """A tag sequence invalid for its scheme (IOB2: I-X after O): `repair` rewrites it validly
+    with the same entities (conlleval's reading) and reports how many were repaired; `error`
+    stops at the first."""
+
+
+@dataclass
 class FinetuneConfig:
     learning_rate: float = num(2e-5, gt=0.0)
     """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
@@ -348,4 +409,9 @@ class FinetuneConfig:
     """GLUE TSV rows with the wrong number of fields: `error` stops with the file and line,
     `skip` leaves them out (counted in results.json), as transformers' QQP reader does."""
     tasks: dict[str, TaskOverrides] = field(default_factory=dict)
-    """Per-task overrides, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""
+    """Per-task overrides of GLUE tasks, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""
+    classify: ClassifyConfig = field(default_factory=ClassifyConfig)
+    """`bertcli finetune classify` (your own files): columns, regression, overrides."""
+    ner: NerConfig = field(default_factory=NerConfig)
+    """`bertcli finetune ner` (CoNLL-2003 style tagging): tag column and scheme, windows, the
+    paper's settings."""

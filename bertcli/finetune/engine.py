@@ -218,8 +218,7 @@ def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretra
 
     torch.manual_seed(seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head=task.head, dropout=cfg.dropout, **task.model_kwargs)
-    if report.fresh and not any(n.startswith(("bert.", "roberta.", "albert.", "embeddings.", "encoder."))
-                                for n in report.fresh):
+    if report.fresh:                   # never encoder tensors: a missing one is a UserError
         console.log(f"{task.name}: the {task.head} head starts fresh ({checkpoint} has none for this task)")
     if init == "random":
         from bertcli.model.heads import init_weights

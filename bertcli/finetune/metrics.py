@@ -1,4 +1,4 @@
-"""GLUE metrics, computed as GLUE reports them (numpy only: no scikit-learn at run time).
+"""Classification and regression metrics, computed as GLUE reports them (numpy only: no scikit-learn at run time).
 
 All values are fractions (0.873, not 87.3); tables show them x100 as the leaderboard does.
 Degenerate cases follow scikit-learn's conventions: F1 is 0 with no true and no predicted
@@ -23,6 +23,14 @@ def f1_binary(pred: np.ndarray, gold: np.ndarray, positive: int = 1) -> float:
     tp = float(np.sum(p & g))
     denom = 2 * tp + float(np.sum(p & ~g)) + float(np.sum(~p & g))
     return 2 * tp / denom if denom else 0.0
+
+
+def f1_macro(pred: np.ndarray, gold: np.ndarray) -> float:
+    """Unweighted mean of the per-class F1 over the classes that occur in gold or predictions
+    (scikit-learn's average="macro")."""
+    pred, gold = np.asarray(pred), np.asarray(gold)
+    classes = np.unique(np.concatenate([gold, pred]))
+    return float(np.mean([f1_binary(pred, gold, positive=c) for c in classes]))
 
 
 def matthews(pred: np.ndarray, gold: np.ndarray) -> float:
@@ -65,8 +73,10 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return pearson(average_ranks(x), average_ranks(y))
 
 
-METRICS = {"accuracy": accuracy, "f1": f1_binary, "mcc": matthews, "pearson": pearson, "spearman": spearman}
-LABELS = {"accuracy": "acc", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman"}
+METRICS = {"accuracy": accuracy, "f1": f1_binary, "macro_f1": f1_macro, "mcc": matthews, "pearson": pearson,
+           "spearman": spearman}
+LABELS = {"accuracy": "acc", "f1": "F1", "macro_f1": "macro-F1", "mcc": "MCC", "pearson": "Pearson",
+          "spearman": "Spearman"}
 
 
 def compute(task: TaskSpec, pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
@@ -100,5 +110,5 @@ def metric_header(task: TaskSpec) -> str:
     return "/".join(LABELS[m] for m in task.metrics)
 
 
-__all__ = ["accuracy", "f1_binary", "matthews", "pearson", "spearman", "average_ranks",
+__all__ = ["accuracy", "f1_binary", "f1_macro", "matthews", "pearson", "spearman", "average_ranks",
            "compute", "task_score", "glue_average", "format_metrics", "metric_header"]

@@ -90,13 +90,13 @@ def check_checkpoint(checkpoint: Path) -> None:
                             "AutoTokenizer.from_pretrained(SRC).save_pretrained(DIR), or copy the run's tokenizer files")
 
 
-def default_out(checkpoint: Path) -> Path:
-    """runs/glue/<checkpoint name>; `final` and `step-N` are named with their run too."""
+def default_out(checkpoint: Path, kind: str = "glue") -> Path:
+    """runs/<kind>/<checkpoint name>; `final` and `step-N` are named with their run too."""
     path = checkpoint.resolve()
     name = path.name
     if name == "final" or name.startswith("step"):
         name = f"{path.parent.name}-{name}"
-    return Path("runs/glue") / name
+    return Path("runs") / kind / name
 
 
 def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:

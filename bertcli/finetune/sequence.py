@@ -32,7 +32,6 @@ class SequenceTask(Task):
         self.name = self.spec.name
         self.labels = self.spec.label_names if self.spec.labels is not None else None
         self.hyper = hyper
-        self.raw = data
         self.data = TaskSplits(data.train, list(data.dev), list(data.test), data.layout, data.source,
                                {"skipped_rows": data.skipped})
         # GLUE: test predictions are submission/<Task>.tsv; others test_predictions/<split>.tsv

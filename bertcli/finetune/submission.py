@@ -19,9 +19,13 @@ from bertcli.stages import write_text_atomic as write_text
 
 
 def prediction_strings(task: TaskSpec, predictions: np.ndarray) -> list[str]:
-    """Class ids -> the task's label spellings; STS-B scores -> clipped to [0, 5], 3 decimals."""
+    """Class ids -> the task's label spellings; scores -> 3 decimals, clipped to the task's
+    range where it has one (STS-B: [0, 5])."""
     if task.is_regression:
-        return [f"{v:.3f}" for v in np.clip(np.asarray(predictions, dtype=np.float64), 0.0, 5.0)]
+        values = np.asarray(predictions, dtype=np.float64)
+        if task.score_range is not None:
+            values = np.clip(values, *task.score_range)
+        return [f"{v:.3f}" for v in values]
     return [task.labels[int(i)] for i in predictions]
 
 

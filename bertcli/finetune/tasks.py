@@ -43,6 +43,7 @@ class TaskSpec:
     dev: tuple[EvalSplit, ...] = (EvalSplit("dev", "dev.tsv", "validation"),)
     test: tuple[EvalSplit, ...] = ()
     headerless_train: tuple[int, int] | None = None  # (text column, label column) without header
+    score_range: tuple[float, float] | None = None   # regression: predictions clipped to it (STS-B 0-5)
 
     @property
     def num_labels(self) -> int:
@@ -76,7 +77,7 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in [
     TaskSpec("mrpc", "MRPC", BINARY, ("not_equivalent", "equivalent"), ("f1", "accuracy"),
              tsv_a="#1 String", tsv_b="#2 String", tsv_label="Quality", test=_test("MRPC.tsv")),
     TaskSpec("stsb", "STS-B", None, None, ("pearson", "spearman"),
-             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv")),
+             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv"), score_range=(0.0, 5.0)),
     TaskSpec("qqp", "QQP", BINARY, ("not_duplicate", "duplicate"), ("f1", "accuracy"),
              tsv_a="question1", tsv_b="question2", tsv_label="is_duplicate", tsv_test_id="id",
              hub_a="question1", hub_b="question2", test=_test("QQP.tsv")),

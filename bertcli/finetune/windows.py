@@ -1,0 +1,122 @@
+"""Words -> sub-tokens -> windows, for tagging (one prediction per word).
+
+Alignment works for every tokenizer kind through the word id of each sub-token: the words are
+joined with single spaces and encoded as the model saw text in pretraining (so byte-level BPE
+gets its `Ġ` word starts and Unigram its `▁`), and each sub-token's character offsets name its
+word (a sub-token that covers only the space before a word, e.g. a lone `▁`, belongs to the
+word after it). A word the tokenizer turns into nothing (a zero-width character) gets the
+unknown token, so every word has at least one sub-token. The first sub-token of a word that
+holds any of its characters carries its label (a lone `▁` before the word's pieces holds none,
+so the piece after it is labelled; transformers' word ids would label the bare marker); the
+others are ignored in the loss (-100).
+
+Windows: a sentence longer than the room between the special tokens is cut into windows at
+word starts, consecutive windows overlapping by about `overlap` sub-tokens; each word is
+*owned* by the window where it has the most context on its shorter side (SQuAD's max-context
+rule), and only its owner labels and predicts it: every word is predicted exactly once, and no
+word is dropped (a word longer than a window keeps its first sub-tokens).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def align(tokenizer, sentences: list[list[str]], unk_id: int, batch: int = 4096):
+    """For each sentence: (ids [t] int64, word [t] int64 word index of each sub-token, first
+    [t] bool the labelled sub-token of each word), without special tokens."""
+    out = []
+    for start in range(0, len(sentences), batch):
+        chunk = sentences[start:start + batch]
+        texts = [" ".join(words) for words in chunk]
+        for words, enc in zip(chunk, tokenizer.encode_batch(texts, add_special_tokens=False)):
+            out.append(_align_one(words, enc.ids, enc.offsets, enc.tokens, unk_id))
+    return out
+
+
+# Word-start markers that a sub-token may consist of alone: Unigram / SentencePiece `▁`,
+# byte-level BPE's space `Ġ`.
+MARKERS = "\u2581\u0120"
+
+
+def _align_one(words: list[str], ids, offsets, tokens, unk_id: int):
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    ends = [s + len(w) for s, w in zip(starts, words)]
+    word = np.empty(len(ids), dtype=np.int64)
+    chars = np.zeros(len(ids), dtype=bool)           # holds a character of its word
+    for k, (s, e) in enumerate(offsets):
+        # The last character of the sub-token names its word; a sub-token of spaces only (or
+        # empty) belongs to the word that starts after it.
+        c = e - 1 if e > s else s
+        i = min(bisect.bisect_right(ends, c), len(words) - 1)   # first word ending after c
+        # Offsets alone cannot tell: the `▁` Metaspace prepends at the text's start overlaps
+        # the first character, so the token text decides too.
+        word[k] = i
+        chars[k] = e > max(s, starts[i]) and bool(tokens[k].strip(MARKERS + " "))
+    ids = np.asarray(ids, dtype=np.int64)
+    missing = np.setdiff1d(np.arange(len(words)), word)
+    if missing.size:                                 # words without any sub-token: [UNK]
+        where = np.searchsorted(word, missing)
+        ids = np.insert(ids, where, unk_id)
+        word = np.insert(word, where, missing)
+        chars = np.insert(chars, where, True)
+    return ids, word, first_of_words(word, chars)
+
+
+def first_of_words(word: np.ndarray, chars: np.ndarray) -> np.ndarray:
+    """[t] bool: per word, its first sub-token holding characters (else its first sub-token)."""
+    first = np.zeros(len(word), dtype=bool)
+    seen = np.zeros(int(word.max()) + 1 if len(word) else 0, dtype=bool)
+    for k in np.flatnonzero(chars):
+        if not seen[word[k]]:
+            seen[word[k]] = first[k] = True
+    starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
+    lacking = starts[~seen[word[starts]]]
+    first[lacking] = True
+    return first
+
+
+@dataclass
+class Window:
+    start: int        # first sub-token (inclusive) of the sentence in this window
+    end: int          # last sub-token + 1
+
+
+def windows(word: np.ndarray, room: int, overlap: int) -> list[Window]:
+    """Windows of at most `room` sub-tokens over a sentence whose sub-tokens belong to `word`;
+    cuts fall on word starts where possible."""
+    n = len(word)
+    if n <= room:
+        return [Window(0, n)]
+    first = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])        # sub-token index of word starts
+    out, start = [], 0
+    while True:
+        end = min(start + room, n)
+        if end < n:
+            cut = first[(first > start) & (first <= end)]
+            end = int(cut[-1]) if cut.size else end                    # a word longer than the room
+        out.append(Window(start, end))
+        if end >= n:
+            return out
+        nxt = first[(first > start) & (first >= end - overlap)]
+        start = int(nxt[0]) if nxt.size and nxt[0] < end else end
+
+
+def owners(word: np.ndarray, first: np.ndarray, wins: list[Window]) -> np.ndarray:
+    """[words] index of the window that predicts each word: among the windows holding its
+    labelled sub-token (`first`), the one where it has the most context on its shorter side."""
+    first = np.flatnonzero(first)
+    owner = np.full(int(word.max()) + 1 if len(word) else 0, -1, dtype=np.int64)
+    best = np.full(len(owner), -1, dtype=np.int64)
+    for w, win in enumerate(wins):
+        for t in first[(first >= win.start) & (first < win.end)]:
+            context = min(t - win.start, win.end - 1 - t)
+            if context > best[word[t]]:
+                best[word[t]], owner[word[t]] = context, w
+    return owner
