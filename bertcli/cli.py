@@ -247,6 +247,24 @@ def features(
                      id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 
+@finetune_app.command("squad")
+def finetune_squad(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+                                            "a `datasets` save_to_disk directory or parquet files."),
+    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+) -> None:
+    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
+    best model and predictions.json / nbest_predictions.json / null_odds.json."""
+    from bertcli.finetune.squad import run_squad
+
+    run_squad(_recipe(recipe, set_), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: renders a UserError as one message with exit code 2 (traceback with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -368,6 +368,40 @@ class NerConfig:
 
 
 @dataclass
+class SquadConfig:
+    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings."""
+
+    learning_rate: Optional[float] = num(3e-5, gt=0.0)
+    """Peak learning rate (Google BERT's run_squad.py README: 3e-5; null: finetune.learning_rate)."""
+    epochs: Optional[float] = num(2.0, gt=0.0)
+    """Passes over the training windows (null: finetune.epochs)."""
+    batch_size: Optional[int] = num(32, ge=1)
+    """Windows per optimizer step (null: finetune.batch_size)."""
+    max_seq_length: Optional[int] = num(384, ge=8)
+    """Tokens per window: question, context slice and special tokens (null: finetune.max_seq_length)."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio (run_squad.py: 0.1)."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    doc_stride: int = num(128, ge=1)
+    """Tokens between the starts of consecutive windows over a long context (Google BERT's
+    meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
+    max_query_length: int = num(64, ge=1)
+    """Questions are cut to this many tokens; only the context is windowed."""
+    n_best: int = num(20, ge=1)
+    """Start and end candidates per window, and entries per question in nbest_predictions.json."""
+    max_answer_length: int = num(30, ge=1)
+    """Longest answer in tokens."""
+    null_threshold: float = 0.0
+    """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
+    null_score_diff_threshold; results.json reports the best threshold on dev too)."""
+    scoring: Literal["auto", "words", "chars"] = "auto"
+    """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
+    cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the
+    longest common run); `auto` picks chars when the dev contexts have almost no spaces."""
+
+
+@dataclass
 class FinetuneConfig:
     learning_rate: float = num(2e-5, gt=0.0)
     """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
@@ -415,3 +449,7 @@ class FinetuneConfig:
     ner: NerConfig = field(default_factory=NerConfig)
     """`bertcli finetune ner` (CoNLL-2003 style tagging): tag column and scheme, windows, the
     paper's settings."""
+    squad: SquadConfig = field(default_factory=SquadConfig)
+    """`bertcli finetune squad` (v1.1) settings: `bertcli explain finetune.squad`."""
+    squad_v2: SquadConfig = field(default_factory=SquadConfig)
+    """`bertcli finetune squad --version 2` settings: `bertcli explain finetune.squad_v2`."""

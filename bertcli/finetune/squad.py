@@ -1,0 +1,181 @@
+"""`bertcli finetune squad`: extractive question answering (SQuAD v1.1 / v2.0, CMRC 2018) as a task
+of the fine-tuning engine.
+
+    readers      squad_data.py      official JSON, datasets save_to_disk / parquet, --hub
+    windows      squad_features.py  question + context slices, offsets, start/end labels
+    head         model/task_heads.SpanExtractor (transformers' *ForQuestionAnswering `qa_outputs`)
+    loss         mean of the start and the end cross-entropy over each window's real tokens
+    decoding     squad_decode.py    n-best over all windows of a question, v2.0 null odds
+    metrics      squad_metrics.py   the official scripts' EM / F1 (character F1 for text without spaces)
+
+Output (default `runs/squad/<checkpoint name>` or `runs/squad_v2/...`): the best epoch's model as a
+Hugging Face directory (AutoModelForQuestionAnswering loads it), results.json, and the dev set's
+predictions.json (official format: id -> answer), nbest_predictions.json, null_odds.json (v2.0:
+the official evaluation's --na-prob-file) and eval.json (the official script's output dict).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.finetune import squad_metrics
+from bertcli.finetune.squad_data import SquadData, SquadSplit, load_squad
+from bertcli.finetune.squad_decode import Decoded, decode
+from bertcli.finetune.squad_features import build_features
+from bertcli.finetune.task import Features, Task, TaskSplits, overlay
+
+
+class SquadTask(Task):
+    head = "qa"
+    labels = None
+
+    def __init__(self, data: SquadData, cfg, version: int):
+        self.version = version
+        self.name = "squad" if version == 1 else "squad_v2"
+        self.block = cfg.squad if version == 1 else cfg.squad_v2
+        self.hyper = overlay(cfg, self.block)
+        for key in ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold", "scoring"):
+            self.hyper.values[key] = getattr(self.block, key)
+        train = data.train.head(cfg.max_train_examples) if cfg.max_train_examples else data.train
+        self.chars = self.block.scoring == "chars" or (
+            self.block.scoring == "auto" and not squad_metrics.has_spaces(data.dev.contexts))
+        self.data = TaskSplits(train, [data.dev], [], data.layout, data.source,
+                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words"})
+        self.unaligned: dict[str, int] = {}
+        self.windows: dict[str, int] = {}
+
+    # ------------------------------------------------------------------------- features
+    def featurize(self, split: SquadSplit, tok, zero_types: bool) -> Features:
+        is_train = split is self.data.train
+        b, h = self.block, self.hyper
+        f = build_features(tok.tokenizer, split, h.max_seq_length, b.doc_stride, b.max_query_length,
+                           zero_types, labels=is_train)
+        self.windows[split.name] = len(f)
+        if is_train and f.unaligned:
+            self.unaligned[split.name] = f.unaligned
+            console.log(f"note: {f.unaligned:,} training answers start or end inside a token; their labels "
+                        "cover the whole tokens")
+        per_feature = {"ctx_start": f.ctx_start.astype(np.int64), "doc_len": f.doc_len.astype(np.int64)}
+        if is_train:
+            per_feature["start_positions"] = f.labels[:, 0]
+            per_feature["end_positions"] = f.labels[:, 1]
+        return Features(f.ids, f.types, f.offsets, f.example.astype(np.int64),
+                        per_feature=per_feature, extra={"squad": f})
+
+    # ------------------------------------------------------------------------- model side
+    def forward(self, model, batch: dict, train: bool):
+        start, end = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        pad = batch["attention_mask"] == 0
+        # padding can never be an answer: out of the softmax
+        return start.float().masked_fill(pad, float("-inf")), end.float().masked_fill(pad, float("-inf"))
+
+    def loss(self, outputs, batch: dict) -> torch.Tensor:
+        """(CE(start) + CE(end)) / 2, transformers' and run_squad.py's span loss."""
+        start, end = outputs
+        return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
+
+    def collect(self, outputs, batch: dict) -> list:
+        """Per window: (context start logits [D_f], context end logits [D_f], (start[0], end[0]))."""
+        start, end = (x.cpu().numpy() for x in outputs)
+        c0, n = batch["ctx_start"].cpu().numpy(), batch["doc_len"].cpu().numpy()
+        return [(start[i, c0[i]:c0[i] + n[i]], end[i, c0[i]:c0[i] + n[i]], (start[i, 0], end[i, 0]))
+                for i in range(len(c0))]
+
+    # ------------------------------------------------------------------------- answers
+    def decode(self, split: SquadSplit, features: Features, collected: list) -> Decoded:
+        f = features.extra["squad"]
+        s = np.full(f.nonempty.shape, -np.inf, dtype=np.float32)
+        e = np.full(f.nonempty.shape, -np.inf, dtype=np.float32)
+        null = np.zeros((len(f), 2), dtype=np.float32)
+        for i, (a, b, n0) in enumerate(collected):
+            s[i, :len(a)], e[i, :len(b)], null[i] = a, b, n0
+        return decode(split, f, s, e, null, self.block.n_best, self.block.max_answer_length, self.version,
+                      self.block.null_threshold)
+
+    def official(self, split: SquadSplit, predictions: Decoded) -> dict:
+        """The official script's output dict (percentages); v2.0 with the best thresholds, searched
+        over each question's best non-null span against its null odds."""
+        golds = dict(zip(split.ids, split.answers))
+        r = squad_metrics.evaluate(predictions.predictions, golds, self.version, chars=self.chars)
+        if self.version == 2:
+            best = squad_metrics.evaluate(predictions.best_spans, golds, 2, na_probs=predictions.null_odds,
+                                          chars=self.chars)
+            r.update({k: v for k, v in best.items() if k.startswith("best_")})
+        return r
+
+    def evaluate(self, split: SquadSplit, predictions: Decoded) -> dict[str, float]:
+        """Fractions, F1 first; v2.0 also HasAns / NoAns and the best threshold on this split
+        (best_*_thresh are null-odds values, not fractions)."""
+        r = self.official(split, predictions)
+        if self.version == 1:
+            return {"f1": r["f1"] / 100, "exact": r["exact_match"] / 100}
+        out = {"f1": r["f1"] / 100, "exact": r["exact"] / 100}
+        for k in ("HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_exact"):
+            if k in r:
+                out[k] = r[k] / 100
+        out["best_f1_thresh"], out["best_exact_thresh"] = r["best_f1_thresh"], r["best_exact_thresh"]
+        return out
+
+    def format(self, dev_metrics: dict) -> str:
+        m = next(iter(dev_metrics.values()))
+        line = f"EM {100 * m['exact']:.1f}, F1 {100 * m['f1']:.1f}"
+        if self.version == 2:
+            line += (f" (HasAns F1 {100 * m.get('HasAns_f1', 0):.1f}, NoAns {100 * m.get('NoAns_f1', 0):.1f}; "
+                     f"best F1 {100 * m['best_f1']:.1f} at threshold {m['best_f1_thresh']:.2f})")
+        return line
+
+    def write_predictions(self, split: SquadSplit, predictions: Decoded, directory: Path, kind: str) -> list[Path]:
+        from bertcli.finetune.submission import write_json
+
+        directory = Path(directory)
+        nbest = {q: [{k: x[k] for k in ("text", "probability", "start_logit", "end_logit", "answer_start")}
+                     for x in entries] for q, entries in predictions.nbest.items()}
+        paths = [write_json(directory / "predictions.json", predictions.predictions),
+                 write_json(directory / "nbest_predictions.json", nbest)]
+        if self.version == 2:
+            paths.append(write_json(directory / "null_odds.json", predictions.null_odds))
+        if kind == "dev":
+            paths.append(write_json(directory / "eval.json", self.official(split, predictions)))
+        return paths
+
+    def results(self) -> dict:
+        return {"version": self.data.facts["version"], "windows": self.windows,
+                "unaligned_answers": self.unaligned}
+
+
+# ----------------------------------------------------------------------------------- command
+def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
+              version: int = 1, out: Path | None = None) -> dict:
+    """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
+    from bertcli.finetune.engine import run_task
+    from bertcli.finetune.run import check_checkpoint, default_out
+
+    if (data_dir is None) == (hub is None):
+        raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
+                        fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")
+    checkpoint = Path(checkpoint)
+    check_checkpoint(checkpoint)
+    console.log(f"reading SQuAD {'v2.0' if version == 2 else 'v1.1'} from {hub or data_dir}")
+    data = load_squad(data_dir, hub, version)
+    task = SquadTask(data, recipe.finetune, version)
+    out = Path(out) if out is not None else Path("runs") / task.name / default_out(checkpoint).name
+    results = run_task(task, recipe, checkpoint, out,
+                       announce=f"SQuAD {task.data.facts['version']} ({len(data.dev):,} dev questions)")
+    m = results["dev"]["dev"]
+    rows = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
+    if version == 2:
+        rows += [(k.replace("_", " "), f"{100 * m[k]:.2f}") for k in ("HasAns_f1", "NoAns_f1") if k in m]
+        rows += [("best F1 / threshold", f"{100 * m['best_f1']:.2f} / {m['best_f1_thresh']:.3f}"),
+                 ("best EM / threshold", f"{100 * m['best_exact']:.2f} / {m['best_exact_thresh']:.3f}")]
+    rows.append(("best epoch", results["best_epoch"]))
+    console.summary(f"SQuAD {task.data.facts['version']} dev (x100): {out}", rows)
+    return results
+
+
+__all__ = ["SquadTask", "run_squad"]

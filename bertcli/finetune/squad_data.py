@@ -1,0 +1,276 @@
+"""Read SQuAD v1.1 / v2.0 (and CMRC 2018, the same JSON) into one format.
+
+Layouts of `--data-dir`:
+    json          the official files: train-v1.1.json + dev-v1.1.json, train-v2.0.json +
+                  dev-v2.0.json, cmrc2018_train.json + cmrc2018_dev.json, or any `*train*.json`
+                  + `*dev*.json` pair ({"data": [{"title", "paragraphs": [{"context", "qas": [
+                  {"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"}]}]}]})
+    save_to_disk  `datasets.load_dataset("rajpurkar/squad").save_to_disk(dir)` (dataset_dict.json),
+                  splits train / validation, columns id, title, context, question,
+                  answers {text: [...], answer_start: [...]}; squad_v2: unanswerable = no answers
+    parquet       the hub's parquet files of the same columns (`<split>-*.parquet`, plain or in data/)
+    hub           `--hub NAME`: `datasets.load_dataset(NAME)` (needs the network or its cache)
+
+Every answer is checked: `context[answer_start:answer_start + len(text)] == text`. Contexts
+shared by several questions are stored once (SQuAD has ~5 questions per paragraph), so they are
+tokenized once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertcli.errors import UserError
+
+
+@dataclass
+class SquadSplit:
+    name: str                              # train | dev
+    source: str                            # file or dataset split, for messages and results
+    contexts: list[str]                    # unique contexts
+    ids: list[str]                         # question ids, one per question
+    questions: list[str]
+    context_of: list[int]                  # index into contexts, per question
+    answers: list[list[str]]               # gold texts ([] for unanswerable v2.0 questions)
+    starts: list[list[int]]                # their character offsets in the context
+    version: int = 1
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def context(self, i: int) -> str:
+        return self.contexts[self.context_of[i]]
+
+    def head(self, n: int) -> "SquadSplit":
+        """The first `n` questions (finetune.max_train_examples)."""
+        used = sorted(set(self.context_of[:n]))
+        remap = {c: k for k, c in enumerate(used)}
+        return SquadSplit(self.name, self.source, [self.contexts[c] for c in used], self.ids[:n],
+                          self.questions[:n], [remap[c] for c in self.context_of[:n]], self.answers[:n],
+                          self.starts[:n], self.version)
+
+
+@dataclass
+class SquadData:
+    layout: str
+    source: str
+    train: SquadSplit
+    dev: SquadSplit
+    version: int
+    notes: list[str] = field(default_factory=list)
+
+
+class _Builder:
+    """Collects questions of one split, checking each answer against its context."""
+
+    def __init__(self, name: str, source: str):
+        self.split = SquadSplit(name, source, [], [], [], [], [], [])
+        self._context_index: dict[str, int] = {}
+        self.impossible = 0          # questions marked unanswerable
+        self.flagged = False         # the file carries is_impossible keys (v2.0 shape)
+
+    def context(self, text: str) -> int:
+        index = self._context_index.get(text)
+        if index is None:
+            index = self._context_index[text] = len(self.split.contexts)
+            self.split.contexts.append(text)
+        return index
+
+    def add(self, qid: str, question: str, ctx: int, texts: list[str], starts: list[int], where: str) -> None:
+        context = self.split.contexts[ctx]
+        for text, start in zip(texts, starts):
+            if not isinstance(start, int) or isinstance(start, bool) or context[start:start + len(text)] != text:
+                found = context[start:start + len(text)] if isinstance(start, int) else None
+                raise UserError(
+                    f"question {qid!r}: answer_start {start!r} does not point at its answer text {text!r} "
+                    f"(the context has {found!r} there)", where=where,
+                    fix="answer_start is the character offset of the answer in the context (0-based, "
+                        "counted in Unicode characters); correct it or remove the answer")
+        s = self.split
+        s.ids.append(str(qid))
+        s.questions.append(question)
+        s.context_of.append(ctx)
+        s.answers.append(list(texts))
+        s.starts.append(list(starts))
+        if not texts:
+            self.impossible += 1
+
+
+# ------------------------------------------------------------------------------------ json
+def _need(obj: Any, key: str, kind: type, where: str, path: str) -> Any:
+    if not isinstance(obj, dict):
+        raise UserError(f"{path} is a {type(obj).__name__}, not an object: the file is not SQuAD-shaped",
+                        where=where, fix=_SHAPE)
+    if key not in obj:
+        raise UserError(f"{path} has no {key!r}: the file is not SQuAD-shaped", where=where, fix=_SHAPE)
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise UserError(f"{path}.{key} is a {type(value).__name__}, expected a {kind.__name__}",
+                        where=where, fix=_SHAPE)
+    return value
+
+
+_SHAPE = ('expected {"data": [{"title": ..., "paragraphs": [{"context": ..., "qas": [{"id": ..., '
+          '"question": ..., "answers": [{"text": ..., "answer_start": ...}]}]}]}]} (the official SQuAD JSON)')
+
+
+def read_json(path: Path, name: str) -> tuple[SquadSplit, bool, int]:
+    """One official SQuAD JSON file -> (split, carries is_impossible / version v2.0, unanswerable count)."""
+    where = str(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise UserError(f"not valid UTF-8 ({e.reason} at byte {e.start})", where=where)
+    except json.JSONDecodeError as e:
+        raise UserError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", where=where)
+    b = _Builder(name, where)
+    b.flagged = isinstance(doc, dict) and str(doc.get("version", "")).startswith(("v2", "2"))
+    for i, article in enumerate(_need(doc, "data", list, where, "the top level")):
+        for j, para in enumerate(_need(article, "paragraphs", list, where, f"data[{i}]")):
+            at = f"data[{i}].paragraphs[{j}]"
+            ctx = b.context(_need(para, "context", str, where, at))
+            for k, qa in enumerate(_need(para, "qas", list, where, at)):
+                q_at = f"{at}.qas[{k}]"
+                qid = qa.get("id") if isinstance(qa, dict) else None
+                if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                    _need(qa, "id", str, where, q_at)
+                question = _need(qa, "question", str, where, q_at + f" (id {qid})")
+                impossible = bool(qa.get("is_impossible", False))
+                b.flagged |= "is_impossible" in qa
+                answers = [] if impossible else _need(qa, "answers", list, where, q_at + f" (id {qid})")
+                texts, starts = [], []
+                for m, ans in enumerate(answers):
+                    a_at = f"{q_at}.answers[{m}] (id {qid})"
+                    texts.append(_need(ans, "text", str, where, a_at))
+                    starts.append(_need(ans, "answer_start", int, where, a_at))
+                b.add(str(qid), question, ctx, texts, starts, where)
+    if not b.split.ids:
+        raise UserError("the file holds no questions", where=where, fix=_SHAPE)
+    return b.split, b.flagged, b.impossible
+
+
+def find_json(folder: Path, version: int) -> tuple[Path, Path] | None:
+    """(train, dev) JSON files in `folder`: the official names first, else *train*/*dev* names."""
+    for train, dev in (("train-v2.0.json", "dev-v2.0.json"), ("train-v1.1.json", "dev-v1.1.json"))[::1 if version == 2 else -1]:
+        if (folder / train).is_file() and (folder / dev).is_file():
+            return folder / train, folder / dev
+    files = sorted(p for p in folder.glob("*.json") if p.name != "dataset_dict.json")
+    trains = [p for p in files if "train" in p.name.lower()]
+    devs = [p for p in files if any(w in p.name.lower() for w in ("dev", "valid"))]
+    if not trains or not devs:
+        return None
+    prefer = lambda ps: next((p for p in ps if f"v{version}" in p.name), ps[0])  # noqa: E731
+    return prefer(trains), prefer(devs)
+
+
+# ------------------------------------------------------------------------------------ datasets
+def _from_rows(cols, name: str) -> _Builder:
+    """A `datasets` squad / squad_v2 split (columns id, context, question, answers)."""
+    missing = [c for c in ("id", "context", "question", "answers") if c not in cols.names]
+    if missing:
+        raise UserError(f"split {name}: column(s) {', '.join(missing)} missing: not the squad layout",
+                        where=cols.source, fix="expected the `datasets` squad columns id, title, context, "
+                                               f"question, answers; found: {', '.join(cols.names)}")
+    b = _Builder(name, cols.source)
+    for qid, context, question, ans in zip(cols.get("id"), cols.get("context"), cols.get("question"),
+                                           cols.get("answers")):
+        if not isinstance(ans, dict) or "text" not in ans or "answer_start" not in ans:
+            raise UserError(f"question {qid!r}: answers is {ans!r}, expected {{'text': [...], 'answer_start': [...]}}",
+                            where=cols.source)
+        b.add(str(qid), str(question), b.context(str(context)), list(ans["text"]),
+              [int(s) for s in ans["answer_start"]], cols.source)
+    if not b.split.ids:
+        raise UserError(f"split {name} has no questions", where=cols.source)
+    return b
+
+
+def _splits_of(folder: Path, layout: str) -> dict:
+    from bertcli.finetune.readers import _dataset_columns, _parquet_splits
+
+    if layout == "parquet":
+        return _parquet_splits(folder)
+    import datasets
+
+    dd = datasets.load_from_disk(str(folder))
+    if not isinstance(dd, datasets.DatasetDict):
+        raise UserError(f"{folder} holds one dataset, not a DatasetDict with train/validation splits",
+                        where=str(folder), fix="save the whole DatasetDict (load_dataset(...).save_to_disk(dir))")
+    return {k: _dataset_columns(v, f"{folder}[{k}]") for k, v in dd.items()}
+
+
+def _load_hub(name: str) -> dict:
+    import datasets
+
+    from bertcli.finetune.readers import _dataset_columns
+
+    try:
+        dd = datasets.load_dataset(name)
+    except Exception as e:  # offline, unknown name: the user's to fix
+        raise UserError(f"could not load {name!r} with datasets.load_dataset: {type(e).__name__}: {e}",
+                        where=f"--hub {name}",
+                        fix="check the name (rajpurkar/squad, rajpurkar/squad_v2) and the network, or "
+                            "download the data and pass --data-dir")
+    return {k: _dataset_columns(v, f"{name}[{k}]") for k, v in dd.items()}
+
+
+def _pick(splits: dict, wanted: tuple[str, ...], source: str):
+    for w in wanted:
+        if w in splits:
+            return splits[w]
+    raise UserError(f"split {wanted[0]!r} is missing", where=source,
+                    fix=f"found splits: {', '.join(sorted(splits)) or 'none'}")
+
+
+# ------------------------------------------------------------------------------------ entry
+def load_squad(data_dir: Path | None = None, hub: str | None = None, version: int = 1) -> SquadData:
+    """Train and dev of SQuAD `version` (1 = v1.1, 2 = v2.0) from any layout; a v2.0 file read as
+    v1.1 or the reverse is a UserError that says which."""
+    if version not in (1, 2):
+        raise UserError(f"--version {version}: SQuAD versions are 1 (v1.1) and 2 (v2.0)")
+    if hub:
+        splits, layout, source = _load_hub(hub), "hub", hub
+    else:
+        folder = Path(data_dir)
+        if not folder.is_dir():
+            raise UserError(f"SQuAD data directory {folder} does not exist",
+                            fix="pass --data-dir with train-v1.1.json + dev-v1.1.json (or v2.0), a datasets "
+                                "save_to_disk directory, or parquet files")
+        source = str(folder)
+        if (folder / "dataset_dict.json").is_file():
+            layout = "save_to_disk"
+        elif any(folder.glob("*.parquet")) or any(folder.glob("data/*.parquet")):
+            layout = "parquet"
+        else:
+            pair = find_json(folder, version)
+            if pair is None:
+                present = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
+                raise UserError(f"{folder} holds no SQuAD data", where=str(folder),
+                                fix=f"found: {present}; expected train-v1.1.json + dev-v1.1.json (or "
+                                    "train-v2.0.json + dev-v2.0.json), dataset_dict.json or *.parquet")
+            (train, t_flag, t_imp), (dev, d_flag, d_imp) = read_json(pair[0], "train"), read_json(pair[1], "dev")
+            for split, flagged, impossible in ((train, t_flag, t_imp), (dev, d_flag, d_imp)):
+                _check_version(split.source, version, flagged or impossible > 0, impossible)
+            train.version = dev.version = version
+            return SquadData("json", source, train, dev, version)
+        splits = _splits_of(folder, layout)
+    train = _from_rows(_pick(splits, ("train",), source), "train")
+    dev = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev")
+    for b in (train, dev):
+        _check_version(b.split.source, version, b.impossible > 0, b.impossible)
+    train.split.version = dev.split.version = version
+    return SquadData(layout, source, train.split, dev.split, version)
+
+
+def _check_version(source: str, version: int, is_v2: bool, impossible: int) -> None:
+    if version == 1 and is_v2:
+        raise UserError(f"this is SQuAD v2.0 data ({impossible:,} unanswerable questions) but --version 2 "
+                        "was not given", where=source, fix="add --version 2 (or give the v1.1 files)")
+    if version == 2 and not is_v2:
+        raise UserError("--version 2 was given but this is SQuAD v1.1-style data (no is_impossible, no "
+                        "unanswerable question)", where=source, fix="drop --version 2 (or give the v2.0 files)")
+
+
+__all__ = ["SquadSplit", "SquadData", "load_squad", "read_json", "find_json"]
