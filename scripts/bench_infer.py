@@ -138,26 +138,34 @@ class Eager:
             return self.fn(**{k: torch.from_numpy(v) for k, v in feed.items()})
 
 
-def time_backend(backend, latency_feed, batches, repeats: int) -> dict:
-    for _ in range(3):
-        backend.run(latency_feed)
-    lat = []
+def time_backends(backends, latency_feed, batches, repeats: int) -> dict:
+    """Latency and throughput of every backend, interleaved (a, b, c, d, a, b, ...) so that load
+    from other processes on a shared machine falls on all of them alike; medians reported."""
+    for b in backends:
+        for _ in range(3):
+            b.run(latency_feed)
+        b.run(batches[0])
+    lat = {b.name: [] for b in backends}
     for _ in range(repeats):
-        t = time.perf_counter()
-        backend.run(latency_feed)
-        lat.append(1000 * (time.perf_counter() - t))
-    backend.run(batches[0])
-    per_batch = []
+        for b in backends:
+            t = time.perf_counter()
+            b.run(latency_feed)
+            lat[b.name].append(1000 * (time.perf_counter() - t))
+    per_batch = {b.name: [] for b in backends}
     for feed in batches:
-        t = time.perf_counter()
-        backend.run(feed)
-        per_batch.append(time.perf_counter() - t)
+        for b in backends:
+            t = time.perf_counter()
+            b.run(feed)
+            per_batch[b.name].append(time.perf_counter() - t)
     seqs = sum(f["input_ids"].shape[0] for f in batches)
     real = sum(int(f["attention_mask"].sum()) for f in batches)
-    total = sum(per_batch)
-    return {"latency_ms_p50": round(statistics.median(lat), 2),
-            "latency_ms_p95": round(float(np.percentile(lat, 95)), 2),
-            "throughput_seq_per_s": round(seqs / total, 1), "throughput_tokens_per_s": round(real / total)}
+    out = {}
+    for b in backends:
+        total = sum(per_batch[b.name])
+        out[b.name] = {"latency_ms_p50": round(statistics.median(lat[b.name]), 2),
+                       "latency_ms_p95": round(float(np.percentile(lat[b.name], 95)), 2),
+                       "throughput_seq_per_s": round(seqs / total, 1), "throughput_tokens_per_s": round(real / total)}
+    return out
 
 
 def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: int, n_batches: int, repeats: int) -> dict:
@@ -188,7 +196,7 @@ def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: i
                 Eager("pytorch_transformers", lambda **f: hf(**f).logits),
                 OrtBackend(bundle.out / "model.onnx", threads=threads), OrtBackend(int8, threads=threads)]
     backends[2].name, backends[3].name = "ort_fp32", "ort_int8"
-    results = {b.name: time_backend(b, latency_feed, batches, repeats) for b in backends}
+    results = time_backends(backends, latency_feed, batches, repeats)
     for name in ("ort_fp32", "ort_int8"):
         for ref in ("pytorch_bertcli", "pytorch_transformers"):
             r = results[name]

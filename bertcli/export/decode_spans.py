@@ -5,11 +5,10 @@ Both window long inputs the way fine-tuning does (DESIGN.md):
           the window where it has the most context on both sides; the word's label is its first
           sub-token's; entities are chunked as conlleval does (IOB1 and IOB2 both: an I-X after
           O or another type starts an entity), with character offsets into the text
-    qa    the question cut to 64 tokens, the context in windows of 384 tokens with a 128-token
-          overlap; per window the n-best 20 starts and ends inside the context, end >= start,
-          at most 30 tokens; the best span over all windows, its text cut from the context by
-          offsets; `null_score` (the [CLS] span, SQuAD v2) is reported, and with
-          --allow-impossible an empty answer wins when it scores higher
+    qa    exactly fine-tuning's windows and decoding (bertcli.finetune.squad_features and
+          squad_decode): the question cut to 64 tokens, 384-token windows whose starts are 128
+          context tokens apart, n-best 20, answers up to 30 tokens, character offsets into the
+          context; with --allow-impossible (SQuAD 2.0) the null span can win, its odds reported
 """
 
 from __future__ import annotations
@@ -103,44 +102,71 @@ class Entities:
         return {"entities": entities, "tags": tags}
 
 
+class _Window:
+    """One SQuAD window as pad_batch reads it."""
+
+    def __init__(self, ids, type_ids):
+        self.ids, self.type_ids = ids, type_ids
+
+
 @decoder("question-answering")
 class Spans:
+    """Fine-tuning's own windows and decoding (finetune.squad_features / squad_decode), run on a
+    whole chunk of records at once."""
+
     def __init__(self, ctx):
         o = ctx.options
         self.ctx = ctx
         self.max_length = min(int(o.get("qa_max_length") or 384), ctx.max_length)
-        self.stride = min(int(o.get("doc_stride") or 128), self.max_length // 2)
+        self.stride = int(o.get("doc_stride") or 128)
         self.max_question = int(o.get("max_question_length") or 64)
         self.n_best, self.max_answer = 20, int(o.get("max_answer_length") or 30)
-        self.allow_impossible = bool(o.get("allow_impossible"))
-        self.tok = _windowed(ctx, self.max_length, self.stride, strategy="only_second")
+        self.version = 2 if o.get("allow_impossible") else 1
 
-    def encode(self, rec, where):
-        question, context = field(rec, ("question",), where), field(rec, ("context",), where)
-        q = self.ctx.tokenizer.encode(question, add_special_tokens=False)
-        if len(q.ids) > self.max_question:                                  # cut the question at a token edge
-            question = question[:q.offsets[self.max_question - 1][1]]
-        return _all_windows(self.tok.encode(question, context))
+    def encode_many(self, items):
+        from bertcli.finetune.squad_data import SquadSplit
+        from bertcli.finetune.squad_features import build_features
 
-    def decode(self, rec, windows, outputs):
-        context = rec["context"]
-        best = (-np.inf, 0, 0)
-        null = np.inf
-        for enc, out in zip(windows, outputs):
-            s, e = out["start_logits"].astype(np.float64), out["end_logits"].astype(np.float64)
-            null = min(null, s[0] + e[0])
-            inside = np.array([sid == 1 for sid in enc.sequence_ids])
-            cand_s = [i for i in np.argsort(-s, kind="stable")[:self.n_best] if inside[i]]
-            cand_e = [i for i in np.argsort(-e, kind="stable")[:self.n_best] if inside[i]]
-            for i in cand_s:
-                for j in cand_e:
-                    if j < i or j - i + 1 > self.max_answer:
-                        continue
-                    score = s[i] + e[j]
-                    if score > best[0]:
-                        best = (score, enc.offsets[i][0], enc.offsets[j][1])
-        score, a, b = best
-        if not np.isfinite(score) or (self.allow_impossible and null > score):
-            return {"answer": "", "start": None, "end": None, "score": None, "null_score": round(float(null), 6)}
-        return {"answer": context[a:b], "start": int(a), "end": int(b), "score": round(float(score), 6),
-                "null_score": round(float(null), 6)}
+        questions, contexts = [], []
+        for where, rec in items:
+            q, c = field(rec, ("question",), where), field(rec, ("context",), where)
+            if not isinstance(q, str) or not isinstance(c, str):
+                raise UserError("question and context must be strings", where=where)
+            questions.append(q)
+            contexts.append(c)
+        n = len(items)
+        self.split = SquadSplit("predict", "input", contexts, [str(i) for i in range(n)], questions, list(range(n)),
+                                [[] for _ in range(n)], [[] for _ in range(n)], self.version)
+        f = self.f = build_features(self.ctx.info.tokenizer, self.split, self.max_length, self.stride,
+                                    self.max_question, labels=False)
+        windows: list[list] = [[] for _ in range(n)]
+        for w in range(len(f)):
+            a, b = f.offsets[w], f.offsets[w + 1]
+            windows[int(f.example[w])].append(_Window(f.ids[a:b].tolist(), f.types[a:b].tolist()))
+        return windows
+
+    def decode_many(self, items, windows, outputs):
+        from bertcli.finetune.squad_decode import context_logits, decode
+
+        f = self.f
+        T = int(np.diff(f.offsets).max())
+        start = np.full((len(f), T), -np.inf, np.float32)
+        end = np.full((len(f), T), -np.inf, np.float32)
+        for w, out in enumerate(outputs):                  # windows are numbered in record order
+            start[w, :len(out["start_logits"])] = out["start_logits"]
+            end[w, :len(out["end_logits"])] = out["end_logits"]
+        s, e = context_logits(start, end, f)
+        d = decode(self.split, f, s, e, np.stack([start[:, 0], end[:, 0]], 1), self.n_best, self.max_answer,
+                   self.version)
+        preds = []
+        for i in range(len(items)):
+            qid = str(i)
+            answer = d.predictions[qid]
+            best = next((x for x in d.nbest.get(qid, []) if x["text"] == answer and answer), None)
+            pred = {"answer": answer, "start": best["answer_start"] if best else None,
+                    "end": best["answer_start"] + len(answer) if best else None,
+                    "score": round(float(best["score"]), 6) if best else None}
+            if self.version == 2:
+                pred["null_odds"] = round(float(d.null_odds[qid]), 6)
+            preds.append(pred)
+        return preds

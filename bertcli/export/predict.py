@@ -65,7 +65,8 @@ class Predictor:
             yield from self._chunk(dec, buffer, bar)
 
     def _chunk(self, dec, items, bar) -> Iterator[dict]:
-        windows = [dec.encode(rec, where) for where, rec in items]        # per record: [Encoding]
+        # per record: its windows (a decoder that windows a whole chunk at once has encode_many)
+        windows = dec.encode_many(items) if hasattr(dec, "encode_many") else [dec.encode(rec, where) for where, rec in items]
         flat = [(r, w) for r, ws in enumerate(windows) for w in range(len(ws))]
         order = sorted(range(len(flat)), key=lambda i: len(windows[flat[i][0]][flat[i][1]].ids))
         results: list[dict | None] = [None] * len(flat)
@@ -78,12 +79,15 @@ class Predictor:
                 n = len(e.ids)
                 # per-token outputs [B, T, ...] are cut to the real tokens of the window
                 results[i] = {k: v[row, :n] if k in self.per_token else v[row] for k, v in outs.items()}
-        pos = 0
-        for (where, rec), ws in zip(items, windows):
-            pred = dec.decode(rec, ws, results[pos:pos + len(ws)])
+        if hasattr(dec, "decode_many"):
+            preds = dec.decode_many(items, windows, results)
+        else:
+            bounds = np.cumsum([0] + [len(ws) for ws in windows])
+            preds = [dec.decode(rec, ws, results[bounds[i]:bounds[i + 1]])
+                     for i, ((_, rec), ws) in enumerate(zip(items, windows))]
+        for (_, rec), pred in zip(items, preds):
             if "id" in rec:                                                # the user's own key comes along
                 pred = {"id": rec["id"], **pred}
-            pos += len(ws)
             if bar is not None:
                 bar.advance(1)
             yield pred
