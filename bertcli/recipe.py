@@ -392,6 +392,10 @@ def validate(r: Recipe) -> None:
     if d.mask_replace_prob + d.random_replace_prob > 1.0 + 1e-9:
         fail("data.mask_replace_prob + data.random_replace_prob exceed 1")
     spec = family_spec(m.family)
+    if spec.attention == "global" and m.local_attention:
+        fail(f"model.local_attention {m.local_attention}: the {m.family} family attends globally in every layer",
+             "leave model.local_attention unset, or use a family with local attention: "
+             + ", ".join(s.name for s in FAMILIES.values() if s.attention == "alternating"))
     if d.objective not in ("none", spec.pair_head):  # MLM only is fine with any head
         arch = spec.architectures["pretraining"]
         if spec.pair_head == "none":

@@ -150,7 +150,9 @@ class DataConfig:
 class ModelConfig:
     family: Literal[FAMILY_NAMES] = "bert"
     """Which checkpoint format and heads: bert (BertForPreTraining: MLM + NSP head), roberta
-    (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head)."""
+    (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head),
+    modernbert (ModernBertForMaskedLM: rotary, GeGLU, no biases, alternating local/global
+    attention; MLM head only)."""
     vocab_size: Optional[int] = num(None, ge=8)
     """Default: the trained tokenizer's size. When set, the tokenizer must have exactly this many."""
     hidden_size: int = num(768, ge=8)
@@ -166,18 +168,19 @@ class ModelConfig:
     always have it). Default: H, or 128 for albert. transformers cannot load bert/roberta
     checkpoints with E ≠ H (bertcli can)."""
     hidden_act: Optional[Literal["gelu", "gelu_new"]] = None
-    """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert."""
+    """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert.
+    modernbert's GeGLU gates with it."""
     hidden_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on embeddings and sublayer outputs (ALBERT's paper: 0)."""
     attention_probs_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on attention probabilities."""
     max_position_embeddings: Optional[int] = num(None, ge=8)
     """Learned positions. Default: 512, or 514 for roberta, whose positions start at
-    padding_idx + 1 = 2."""
+    padding_idx + 1 = 2. modernbert (rotary, no table): the longest sequence, 8192."""
     type_vocab_size: Optional[int] = num(None, ge=1)
-    """Token-type (segment) embeddings. Default: 2, or 1 for roberta."""
+    """Token-type (segment) embeddings. Default: 2, or 1 for roberta (modernbert has none)."""
     layer_norm_eps: Optional[float] = num(None, gt=0.0)
-    """Default: 1e-12, or 1e-5 for roberta."""
+    """Default: 1e-12, or 1e-5 for roberta and modernbert."""
     initializer_range: float = num(0.02, gt=0.0)
     """Std of the initialization, as transformers: normal(0, std) for linear and embedding
     weights, zero biases, LayerNorm 1 and 0."""
@@ -186,12 +189,26 @@ class ModelConfig:
     sublayers (ALBERT's ablation). Default: none, all for albert."""
     num_hidden_groups: int = num(1, ge=1)
     """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
-    norm: Literal["post", "pre"] = "post"
+    norm: Optional[Literal["post", "pre"]] = None
     """LayerNorm after each residual (the papers) or before each sublayer, plus a final LayerNorm
-    (more stable at depth). Pre-LN checkpoints round-trip in bertcli (config.json's `bertcli`
-    block) but transformers would run them as post-LN: a warning says so when saving."""
+    (more stable at depth). Default: post, pre for modernbert. A checkpoint whose placement is
+    not its family's round-trips in bertcli (config.json's `bertcli` block) but transformers
+    would run it the family's way: a warning says so when saving."""
     classifier_dropout: Optional[float] = num(None, ge=0.0, le=1.0)
     """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
+    local_attention: Optional[int] = num(None, ge=0)
+    """Sliding-window width in tokens of the local attention layers (modernbert: 128, i.e. each
+    token sees 64 on either side, as transformers' `local_attention`). 0: every layer global.
+    Default: 128 for modernbert; families with global attention only take 0."""
+    global_attn_every_n_layers: Optional[int] = num(None, ge=1)
+    """With local attention: every n-th layer (from layer 0) attends globally. Default: 3."""
+    global_rope_theta: Optional[float] = num(None, gt=0.0)
+    """Rotary positions: base of the frequencies on global layers. Default: 160,000 (modernbert)."""
+    local_rope_theta: Optional[float] = num(None, gt=0.0)
+    """Rotary positions: base of the frequencies on local layers. Default: 10,000 (modernbert)."""
+    classifier_pooling: Literal["cls", "mean"] = "cls"
+    """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
+    (`mean`), as transformers' `classifier_pooling`; the other families pool [CLS]."""
 
 
 # ------------------------------------------------------------------------------------------ train
@@ -239,14 +256,19 @@ class TrainConfig:
     """Adam/LAMB epsilon (BERT: 1e-6)."""
     weight_decay: float = num(0.01, ge=0.0)
     """Decoupled weight decay; never applied to biases and LayerNorm weights."""
-    schedule: Literal["linear", "polynomial", "cosine", "constant"] = "linear"
-    """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`."""
+    schedule: Literal["linear", "polynomial", "cosine", "constant", "wsd"] = "linear"
+    """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`. `wsd`
+    (warmup-stable-decay, ModernBERT's trapezoid): the peak held until the last `decay_fraction`
+    of the steps, then a 1 - sqrt decay."""
     warmup_steps: int = num(10000, ge=0)
     """Linear warmup from 0 to the peak learning rate."""
     power: float = num(1.0, gt=0.0)
     """Polynomial decay power (1.0 is linear)."""
     min_lr_ratio: float = num(0.0, ge=0.0, le=1.0)
     """Final learning rate as a fraction of the peak."""
+    decay_fraction: float = num(0.1, gt=0.0, le=1.0)
+    """`wsd` only: the fraction of `max_steps`, at the end, over which the learning rate decays
+    (1 - sqrt shape; ModernBERT decayed over its last ~50B of ~2T tokens, cooldown studies use 10-20%)."""
     max_steps: int = num(1000000, ge=1)
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)

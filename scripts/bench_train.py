@@ -11,8 +11,9 @@ interleaved rounds so that machine noise hits both alike. Measured per step:
   bertcli       next(DataLoader) (workers, collator) + bertcli.train.loop.Trainer._train_step
                 (sparse MLM prediction, SDPA, losses, backward, clip, optimizer, scheduler)
   transformers  next(DataLoader) + dense labels (-100 outside the masked positions) +
-                BertForPreTraining / AlbertForPreTraining / RobertaForMaskedLM forward with its
-                own loss, backward, clip, optimizer
+                the family's pretraining class (BertForPreTraining, AlbertForPreTraining,
+                RobertaForMaskedLM, ModernBertForMaskedLM) forward with its own loss, backward,
+                clip, optimizer
 
 Throughput counts real (non-padding) tokens. Prints one JSON object.
 """
@@ -30,7 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-HF_CLASSES = {"bert": "BertForPreTraining", "albert": "AlbertForPreTraining", "roberta": "RobertaForMaskedLM"}
+PAIR_LABELS = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}  # transformers' keyword per pair head
 
 
 def parse() -> argparse.Namespace:
@@ -55,6 +56,7 @@ def main() -> None:
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model import build_model
     from bertcli.model.config import encoder_config
+    from bertcli.model.families import family_spec
     from bertcli.model.hf import to_hf_config
     from bertcli.recipe import load_recipe
     from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
@@ -87,14 +89,16 @@ def main() -> None:
         return sum(int(b["attention_mask"].sum()) for b in batches)
 
     family = recipe.model.family
+    spec = family_spec(family)
+    hf_class = spec.architectures["pretraining"]
     hf_cfg = to_hf_config(encoder_config(recipe.model, tok.vocab_size, tok.pad_id), "pretraining")
     hf_cfg.pop("bertcli", None)
     config = transformers.AutoConfig.for_model(hf_cfg.pop("model_type"), **hf_cfg)
-    theirs = getattr(transformers, HF_CLASSES[family])(config).train()
+    theirs = getattr(transformers, hf_class)(config).train()
     theirs_opt = build_optimizer(theirs, cfg.optimizer, cfg.learning_rate,
                                  (cfg.beta1, cfg.beta2), cfg.eps, cfg.weight_decay, "cpu")
     theirs_it = iter(trainer._train_loader())
-    pair_key = {"bert": "next_sentence_label", "albert": "sentence_order_label"}.get(family)
+    pair_key = PAIR_LABELS.get(spec.pair_head)
 
     def theirs_step() -> int:
         tokens = 0
@@ -132,7 +136,7 @@ def main() -> None:
             per_round[k].append(round(tokens / dt))
     ours_tps, theirs_tps = (totals[k][0] / totals[k][1] for k in sides)
     print(json.dumps({
-        "recipe": name, "family": family, "transformers_model": HF_CLASSES[family],
+        "recipe": name, "family": family, "transformers_model": hf_class,
         "parameters": {"bertcli": sum(p.numel() for p in ours_model.parameters()),
                        "transformers": sum(p.numel() for p in theirs.parameters())},
         "max_seq_length": recipe.data.max_seq_length, "batch_size": cfg.batch_size, "micro_batch_size": trainer.micro,

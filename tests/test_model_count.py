@@ -14,7 +14,7 @@ from bertcli.recipe import load_recipe, shipped_recipes
 
 DESIGN = {"bert-base": 110_106_428, "bert-large": 336_226_108, "roberta-base": 124_697_433,
           "albert-base": 11_813_810, "albert-large": 17_847_474, "albert-xlarge": 59_021_490,
-          "albert-xxlarge": 223_158_450}
+          "albert-xxlarge": 223_158_450, "modernbert-base": 149_655_232, "modernbert-large": 395_881_664}
 
 
 def transformers_count(recipe) -> int:

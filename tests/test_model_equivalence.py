@@ -1,6 +1,10 @@
 """bertcli's encoder and heads against transformers on the same weights (fp32, eval, padding in
 the batch), in both directions: transformers' save_pretrained -> load_checkpoint, and
-save_checkpoint -> transformers' from_pretrained."""
+save_checkpoint -> transformers' from_pretrained.
+
+Every family is one entry of CASES: the keys of its transformers config at a tiny size (the
+model classes come from the family's spec). ModernBERT's rows (12 tokens) are longer than its
+local window (8 tokens: +-4), so sliding-window layers are exercised, and the batch is padded."""
 
 from __future__ import annotations
 
@@ -9,33 +13,49 @@ import torch
 import transformers as tf
 from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
+from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING_NAMES
+
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
+from bertcli.model.families import family_spec
 
 TOL = dict(atol=1e-5, rtol=0)
+
+CASES = {  # family -> transformers config keys (besides the common tiny sizes)
+    "bert": dict(num_hidden_layers=2, max_position_embeddings=40),
+    "roberta": dict(num_hidden_layers=2, max_position_embeddings=42, type_vocab_size=1, layer_norm_eps=1e-5),
+    "albert": dict(embedding_size=16, num_hidden_layers=4, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                   attention_probs_dropout_prob=0.0),
+    "modernbert": dict(num_hidden_layers=4, max_position_embeddings=64, local_attention=8,
+                       global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+                       bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+}
+FAMILIES = list(CASES)
 
 
 def hf_config(family: str, **extra):
     common = dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=37,
-                  pad_token_id=PAD[family], **extra)
-    if family == "bert":
-        return tf.BertConfig(num_hidden_layers=2, max_position_embeddings=40, **common)
-    if family == "roberta":
-        return tf.RobertaConfig(num_hidden_layers=2, max_position_embeddings=42, type_vocab_size=1,
-                                layer_norm_eps=1e-5, **common)
-    return tf.AlbertConfig(embedding_size=16, num_hidden_layers=4, max_position_embeddings=40,
-                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **common)
+                  pad_token_id=PAD[family])
+    return tf.AutoConfig.for_model(family_spec(family).model_type, **{**common, **CASES[family], **extra})
 
 
-HF_PRETRAINING = {"bert": tf.BertForPreTraining, "roberta": tf.RobertaForMaskedLM,
-                  "albert": tf.AlbertForPreTraining}
-HF_CLASSIFIER = {"bert": tf.BertForSequenceClassification, "roberta": tf.RobertaForSequenceClassification,
-                 "albert": tf.AlbertForSequenceClassification}
+def hf_class(family: str, head: str):
+    return getattr(tf, family_spec(family).architectures[head])
+
+
+HF_PRETRAINING = {f: hf_class(f, "pretraining") for f in FAMILIES}
+HF_CLASSIFIER = {f: hf_class(f, "classification") for f in FAMILIES}
+
+
+def hf_inputs(family: str, b: dict) -> dict:
+    """The batch as transformers' model of the family takes it (ModernBERT has no token types)."""
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    return {k: b[k] for k in names[:3 if family_spec(family).token_type_embeddings else 2]}
 
 
 def hf_outputs(model, b: dict):
-    out = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                token_type_ids=b["token_type_ids"], output_hidden_states=True)
-    hidden = out.hidden_states[-1]
+    inputs = hf_inputs(model.config.model_type, b)
+    out = model(**inputs)
+    hidden = getattr(model, model.base_model_prefix)(**inputs).last_hidden_state
     if hasattr(out, "prediction_logits"):
         logits, pair = out.prediction_logits, getattr(out, "seq_relationship_logits", None)
         pair = out.sop_logits if hasattr(out, "sop_logits") else pair
@@ -60,10 +80,10 @@ def assert_same(ours, theirs, b: dict) -> None:
         torch.testing.assert_close(ours[2], theirs[2], **TOL)
 
 
-CASES = [("bert", {}), ("roberta", {}), ("albert", {}), ("albert", {"num_hidden_groups": 2})]
+LOAD_CASES = [(f, {}) for f in FAMILIES] + [("albert", {"num_hidden_groups": 2})]
 
 
-@pytest.mark.parametrize("family,extra", CASES, ids=["bert", "roberta", "albert", "albert-2groups"])
+@pytest.mark.parametrize("family,extra", LOAD_CASES, ids=FAMILIES + ["albert-2groups"])
 def test_transformers_checkpoint_loads_with_same_outputs(tmp_path, family, extra):
     torch.manual_seed(0)
     hf = HF_PRETRAINING[family](hf_config(family, **extra)).eval()
@@ -80,13 +100,15 @@ def test_transformers_checkpoint_loads_with_same_outputs(tmp_path, family, extra
         assert_same(ours_outputs(ours, b), hf_outputs(hf, b), b)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_bertcli_checkpoint_loads_in_transformers_with_same_outputs(tmp_path, family):
     torch.manual_seed(0)
     ours = build_model(tiny_section(family), VOCAB, PAD[family]).eval()
     randomize(ours, 2)
     save_checkpoint(ours, tmp_path)
-    hf = tf.AutoModelForPreTraining.from_pretrained(tmp_path).eval()
+    # AutoModelForPreTraining where transformers maps the type (ModernBERT: AutoModelForMaskedLM)
+    pretraining = family_spec(family).model_type in MODEL_FOR_PRETRAINING_MAPPING_NAMES
+    hf = (tf.AutoModelForPreTraining if pretraining else tf.AutoModelForMaskedLM).from_pretrained(tmp_path).eval()
     assert type(hf) is HF_PRETRAINING[family]
     b = batch(family, seed=3)
     with torch.no_grad():
@@ -95,19 +117,20 @@ def test_bertcli_checkpoint_loads_in_transformers_with_same_outputs(tmp_path, fa
     assert torch.equal(hf.get_output_embeddings().weight, ours.encoder.embeddings.word.weight)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+@pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("num_labels", [3, 1], ids=["classification", "regression"])
 def test_sequence_classifier_matches_transformers_both_ways(tmp_path, family, num_labels):
     torch.manual_seed(0)
     b = batch(family, seed=4)
     inputs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    theirs = hf_inputs(family, b)
     hf = HF_CLASSIFIER[family](hf_config(family, num_labels=num_labels)).eval()
     randomize(hf, 5)
     hf.save_pretrained(tmp_path / "hf")
     ours, report = load_checkpoint(tmp_path / "hf", head="classification")
     assert report.fresh == [] and ours.num_labels == num_labels
     with torch.no_grad():
-        torch.testing.assert_close(ours(**inputs), hf(**inputs).logits, **TOL)
+        torch.testing.assert_close(ours(**inputs), hf(**theirs).logits, **TOL)
 
     mine = build_model(tiny_section(family), VOCAB, PAD[family], head="classification",
                        num_labels=num_labels).eval()
@@ -117,4 +140,4 @@ def test_sequence_classifier_matches_transformers_both_ways(tmp_path, family, nu
     assert type(back) is HF_CLASSIFIER[family] and back.config.num_labels == num_labels
     assert back.config.problem_type == ("regression" if num_labels == 1 else "single_label_classification")
     with torch.no_grad():
-        torch.testing.assert_close(mine(**inputs), back(**inputs).logits, **TOL)
+        torch.testing.assert_close(mine(**inputs), back(**theirs).logits, **TOL)

@@ -107,7 +107,7 @@ def test_dropout_is_active_in_training_only():
     assert torch.equal(m(**b).mlm_logits, m(**b).mlm_logits)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "modernbert"])
 def test_fast_paths_agree_with_the_plain_one_in_values_and_gradients(family):
     """Unpadding and the sparse last layer (default) against neither: same logits, same gradients."""
     b = batch(family, lengths=(12, 5, 9, 1), n_masked=9)
@@ -160,12 +160,13 @@ def test_initialization_follows_transformers():
     assert torch.all(m.encoder.embeddings.position.weight[1] == 0)   # RoBERTa's padding position
 
 
-def test_flops_per_token_matches_a_measured_count():
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
+def test_flops_per_token_matches_a_measured_count(family):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    section = tiny_section("bert", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    m = build_model(section, VOCAB, 0)
+    section = tiny_section(family, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    m = build_model(section, VOCAB, PAD[family])
     B, T = 4, 32
     ids = torch.randint(5, VOCAB, (B, T))
     positions = torch.arange(0, B * T, 8)  # 1/8 of the tokens predicted
@@ -173,6 +174,6 @@ def test_flops_per_token_matches_a_measured_count():
     # The math backend runs attention as matrix products the counter sees.
     with counter, sdpa_kernel(SDPBackend.MATH):
         out = m(ids, torch.ones_like(ids), mlm_positions=positions)
-        (out.mlm_logits.sum() + out.pair_logits.sum()).backward()
+        (out.mlm_logits.sum() + (0 if out.pair_logits is None else out.pair_logits.sum())).backward()
     measured = counter.get_total_flops() / (B * T)
     assert measured == pytest.approx(flops_per_token(section, VOCAB, T, 1 / 8), rel=0.02)

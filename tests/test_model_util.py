@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertcli.model.families import FAMILIES, family_spec
 from bertcli.sections import ModelConfig
 
 VOCAB = 101
-PAD = {"bert": 0, "roberta": 1, "albert": 0}
+PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}  # bert 0, roberta 1, albert 0, modernbert 3
 
 
 def tiny_section(family: str, **changes) -> ModelConfig:
@@ -22,6 +23,10 @@ def tiny_section(family: str, **changes) -> ModelConfig:
     if family == "albert":
         base.update(embedding_size=16, num_hidden_layers=4, sharing="all", hidden_act="gelu_new",
                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    if family == "modernbert":  # a window of 8 (+-4) on rows of up to 12 tokens; layers 0 and 3 global
+        base.update(num_hidden_layers=4, type_vocab_size=1, layer_norm_eps=1e-5, norm="pre", local_attention=8,
+                    global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
     base.update(changes)
     return ModelConfig(**base)
 
@@ -37,7 +42,7 @@ def batch(family: str, lengths=(12, 7, 3), seed: int = 0, n_masked: int = 6) -> 
     for b, n in enumerate(lengths):
         mask[b, :n] = 1
         ids[b, n:] = pad
-        if family != "roberta":
+        if family_spec(family).uses_token_types:
             types[b, n // 2:n] = 1
     real = mask.view(-1).nonzero().squeeze(1)
     positions = real[torch.randperm(len(real), generator=g)[:n_masked]].sort().values

@@ -1,8 +1,11 @@
-"""One encoder for BERT, RoBERTa and ALBERT, its heads, and Hugging Face checkpoints.
+"""One encoder for BERT, RoBERTa, ALBERT and ModernBERT, its heads, and Hugging Face checkpoints.
+What makes each family is its spec in bertcli.model.families (`family_spec(name)`,
+`model.config.spec`).
 
 CONTRACT (used by the trainer, fill-mask and fine-tuning)
     build_model(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int, head="pretraining")
-        -> PreTrainingModel (MLM head + NSP head for bert, none for roberta, SOP for albert)
+        -> PreTrainingModel (MLM head + the spec's pair head: NSP for bert, SOP for albert, none
+           for roberta and modernbert)
     PreTrainingModel.forward(input_ids [B,T], attention_mask [B,T] | None,
                              token_type_ids [B,T] | None, mlm_positions [N] | None)
         -> PreTrainingOutput(mlm_logits [N, V] (or [B, T, V] when mlm_positions is None),
@@ -14,7 +17,7 @@ CONTRACT (used by the trainer, fill-mask and fine-tuning)
     save_checkpoint(model, directory, tokenizer_dir=None)  HF directory: config.json,
         model.safetensors (transformers' names), tokenizer files
     load_checkpoint(directory, head="pretraining" | "classification" | "token" | "qa", num_labels=None)
-        -> (model, LoadReport)  any HF bert/roberta/albert directory; fresh heads are listed
+        -> (model, LoadReport)  any HF directory of a known family; fresh heads are listed
 
 ADDED (also usable)
     build_model(..., head="classification", labels=[names] | num_labels=C)  1 label = regression

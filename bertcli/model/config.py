@@ -139,6 +139,16 @@ class EncoderConfig:
         if self.max_position_embeddings <= self.position_offset:
             fail(f"max_position_embeddings {self.max_position_embeddings} leaves no positions "
                  f"after the offset {self.position_offset}")
+        spec = self.spec
+        if spec.attention == "global" and self.local_attention:
+            fail(f"local_attention {self.local_attention}: the {self.family} family attends globally "
+                 "in every layer", "leave model.local_attention unset (0)")
+        if self.local_attention < 0 or self.global_attn_every_n_layers < 1:
+            fail("local_attention must be >= 0 and global_attn_every_n_layers >= 1")
+        if spec.positions == "rotary" and (self.hidden_size // self.num_attention_heads) % 2:
+            fail(f"rotary positions need an even head size, got {self.hidden_size // self.num_attention_heads}")
+        if self.classifier_pooling not in ("cls", "mean"):
+            fail(f"unsupported classifier_pooling {self.classifier_pooling!r}", "use cls or mean")
         if self.labels is not None and len(self.labels) < 1:
             fail("a classifier needs at least one label (one label = regression)")
         return self
@@ -148,14 +158,17 @@ def resolve_model(m: ModelConfig) -> ModelConfig:
     """Fill the `model` fields left at None with the family's defaults (in place; returns `m`):
     the spec's `defaults`, else E = H and the classifier dropout = the hidden dropout."""
     spec = family_spec(m.family)
-    for name, value in spec.defaults.items():
+    fallback = dict(embedding_size=m.hidden_size, classifier_dropout=m.hidden_dropout_prob, norm=spec.norm,
+                    **NO_LOCAL_ATTENTION)
+    for name, value in {**fallback, **spec.defaults}.items():
         if getattr(m, name) is None:
             setattr(m, name, value)
-    if m.embedding_size is None:
-        m.embedding_size = m.hidden_size
-    if m.classifier_dropout is None:
-        m.classifier_dropout = m.hidden_dropout_prob
     return m
+
+
+# What the families without alternating attention or rotary positions resolve to.
+NO_LOCAL_ATTENTION = dict(local_attention=0, global_attn_every_n_layers=1, global_rope_theta=10000.0,
+                          local_rope_theta=10000.0)
 
 
 def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
@@ -187,5 +200,10 @@ def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
         classifier_dropout=m.classifier_dropout,
         pad_token_id=int(pad_token_id),
         labels=tuple(labels) if labels is not None else None,
+        local_attention=m.local_attention,
+        global_attn_every_n_layers=m.global_attn_every_n_layers,
+        global_rope_theta=m.global_rope_theta,
+        local_rope_theta=m.local_rope_theta,
+        classifier_pooling=m.classifier_pooling,
     )
     return cfg.validate()

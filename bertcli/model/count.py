@@ -58,7 +58,8 @@ def flops_per_token(model_cfg: ModelConfig, vocab_size: int, seq_len: int, mlm_f
     2 FLOPs per multiply-add).
 
     Counted: the E->H projection; every layer's Q/K/V/output projections (4 H^2), feed-forward
-    (2 H I), attention scores and weighted sum over `seq_len` keys (2 T H); the MLM head (H E + E V)
+    (2 H I; GeGLU 3 H I), attention scores and weighted sum over `seq_len` keys (2 T H; sliding
+    windows are masked, not skipped, so local layers cost the same); the MLM head (H E + E V)
     only at the `mlm_fraction` of tokens that are predicted (sparse prediction); pooler and pair
     head once per sequence. The last layer computes keys and values for every token but the rest
     only where the heads read it (the masked tokens and [CLS]). Embedding look-ups, LayerNorm,
@@ -67,7 +68,8 @@ def flops_per_token(model_cfg: ModelConfig, vocab_size: int, seq_len: int, mlm_f
     cfg = encoder_config(model_cfg, vocab_size, DEFAULT_PAD[model_cfg.family])
     H, E, I, V, T = cfg.hidden_size, cfg.embedding_size, cfg.intermediate_size, cfg.vocab_size, seq_len
     pair = cfg.spec.pair_head != "none"
-    layer = 4 * H * H + 2 * H * I + 2 * T * H
+    ffn = (3 if cfg.spec.feed_forward == "geglu" else 2) * H * I
+    layer = 4 * H * H + ffn + 2 * T * H
     kept = mlm_fraction + (1 / T if pair else 0.0)  # tokens the last layer computes in full
     macs = (cfg.num_hidden_layers - 1) * layer + 2 * H * H + kept * (layer - 2 * H * H)
     if cfg.has_projection:

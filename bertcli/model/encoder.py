@@ -1,9 +1,10 @@
-"""One transformer encoder for BERT, RoBERTa and ALBERT; the families differ only in config.
+"""One transformer encoder for every family (BERT, RoBERTa, ALBERT, ModernBERT); the families
+differ only in config and in the flags of their spec (bertcli.model.families).
 
-    ids [B, T] -> embeddings (word + token type + position, LayerNorm, dropout)   [N, E]
-               -> E -> H projection (ALBERT, or any E != H)                      [N, H]
-               -> L layers: attention sublayer, feed-forward sublayer            [N, H]
-               -> (pre-LN only) final LayerNorm                                  [N, H]
+    ids [B, T] -> embeddings (word [+ token type] [+ position], LayerNorm, dropout)   [N, E]
+               -> E -> H projection (ALBERT, or any E != H)                        [N, H]
+               -> L layers: attention sublayer, feed-forward sublayer              [N, H]
+               -> (pre-LN only) final LayerNorm                                    [N, H]
 
 N is the number of tokens the dense layers run on: only the real tokens (B*T minus padding)
 when the batch has padding, all B*T otherwise. Only attention needs the [B, T] layout, so the
@@ -15,7 +16,13 @@ keys and values for all.
 Cross-layer sharing stores fewer sublayers than layers: layer i runs attention block
 `config.attention_index(i)` and feed-forward block `config.ffn_index(i)` (ALBERT: every layer of
 a group runs the same weights). Post-LN is the papers' layer: x = LN(x + sublayer(x)); pre-LN
-is x = x + sublayer(LN(x)) with a final LayerNorm after the last layer.
+is x = x + sublayer(LN(x)) with a final LayerNorm after the last layer (ModernBERT: the first
+layer's attention reads the normalized embeddings without a LayerNorm of its own).
+
+Spec flags: positions learned | offset (a table) or rotary (queries and keys rotated in
+attention, bertcli.model.positions); feed-forward gelu or geglu; biases on or off; attention
+global, or alternating: sliding-window layers with a global one every n layers, each kind with
+its own mask and rotary base, built once per forward (`Encoder.attention_inputs`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.model.config import EncoderConfig
+from bertcli.model.positions import AttentionInputs, rotary, window_mask
 
 
 def activation(name: str) -> Callable[[Tensor], Tensor]:
@@ -160,35 +168,49 @@ class Attention(nn.Module):
     """Self-attention sublayer: fused Q/K/V projection (saved as transformers' query/key/value),
     SDPA, output projection, dropout, residual and LayerNorm."""
 
-    def __init__(self, c: EncoderConfig):
+    def __init__(self, c: EncoderConfig, index: int = 0):
         super().__init__()
         H = c.hidden_size
         self.heads = c.num_attention_heads
         self.qkv = linear(c, H, 3 * H)
         self.out = linear(c, H, H)
-        self.norm = layer_norm(c, H)
+        self.pre_norm = c.norm == "pre"
+        # ModernBERT's first layer reads the (already normalized) embeddings as they are
+        first_identity = self.pre_norm and index == 0 and not c.spec.first_attention_norm
+        self.norm = nn.Identity() if first_identity else layer_norm(c, H)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.attn_dropout = c.attention_probs_dropout_prob
-        self.pre_norm = c.norm == "pre"
 
-    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None) -> Tensor:
-        """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all)."""
+    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None,
+                inputs: Optional[AttentionInputs] = None) -> Tensor:
+        """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all).
+        `inputs`: the layer kind's mask and rotary positions (default: the padding mask)."""
         B, T, A = layout.batch, layout.length, self.heads
+        mask = layout.mask if inputs is None else inputs.mask
+        rope = None if inputs is None else inputs.rope
         h = self.norm(x) if self.pre_norm else x
+        H = x.shape[-1]
         if queries is None:
-            qkv = layout.padded(self.qkv(h))                          # [B, T, 3H]
+            qkv = self.qkv(h)                                         # [N, 3H]
+            if rope is not None:                                      # rotate queries and keys
+                qkv = torch.cat([rope.apply(qkv[:, :2 * H], 2 * A), qkv[:, 2 * H:]], 1)  # q and k: 2A heads
+            qkv = layout.padded(qkv)                                  # [B, T, 3H]
             q, k, v = qkv.view(B, T, 3, A, -1).permute(2, 0, 3, 1, 4)  # 3 x [B, A, T, D]
         else:
-            H = x.shape[-1]
             w, b = self.qkv.weight, self.qkv.bias
-            kv = layout.padded(F.linear(h, w[H:], None if b is None else b[H:]))  # [B, T, 2H]
+            kv = F.linear(h, w[H:], None if b is None else b[H:])     # [N, 2H]
+            if rope is not None:
+                kv = torch.cat([rope.apply(kv[:, :H], A), kv[:, H:]], 1)
+            kv = layout.padded(kv)                                    # [B, T, 2H]
             k, v = kv.view(B, T, 2, A, -1).permute(2, 0, 3, 1, 4)     # 2 x [B, A, T, D]
             hq = layout.select(h, queries.positions)                  # [n, H]
             x = hq if h is x else layout.select(x, queries.positions)  # post-LN: the same rows
-            q = F.linear(hq, w[:H], None if b is None else b[:H])
+            q = F.linear(hq, w[:H], None if b is None else b[:H])     # [n, H]
+            if rope is not None:
+                q = inputs.query_rope.apply(q, A)
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=layout.mask, dropout_p=self.attn_dropout if self.training else 0.0)
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
         a = a.transpose(1, 2)                                         # [B, T|Q, A, D]
         a = layout.flat(a) if queries is None else queries.flat(a)    # [N|n, A, D]
         a = self.dropout(self.out(a.flatten(1)))                      # [N|n, H]
@@ -196,9 +218,13 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
+    """dense H -> I, activation, dense I -> H; GeGLU (ModernBERT): dense H -> 2I split into
+    input and gate, act(input) * gate, dense I -> H."""
+
     def __init__(self, c: EncoderConfig):
         super().__init__()
-        self.inp = linear(c, c.hidden_size, c.intermediate_size)
+        self.geglu = c.spec.feed_forward == "geglu"
+        self.inp = linear(c, c.hidden_size, c.intermediate_size * (2 if self.geglu else 1))
         self.out = linear(c, c.intermediate_size, c.hidden_size)
         self.norm = layer_norm(c, c.hidden_size)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
@@ -207,7 +233,13 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:                           # [N, H] -> [N, H]
         h = self.norm(x) if self.pre_norm else x
-        h = self.dropout(self.out(self.act(self.inp(h))))            # via [N, I]
+        h = self.inp(h)                                               # [N, I] | [N, 2I]
+        if self.geglu:
+            h, gate = h.chunk(2, dim=-1)
+            h = self.act(h) * gate                                    # [N, I]
+        else:
+            h = self.act(h)
+        h = self.dropout(self.out(h))
         return x + h if self.pre_norm else self.norm(x + h)
 
 
@@ -235,7 +267,7 @@ class Encoder(nn.Module):
         self.config = c
         self.embeddings = Embeddings(c)
         self.proj = nn.Linear(c.embedding_size, c.hidden_size) if c.has_projection else None
-        self.attention = nn.ModuleList(Attention(c) for _ in range(c.num_attention_blocks))
+        self.attention = nn.ModuleList(Attention(c, i) for i in range(c.num_attention_blocks))
         self.ffn = nn.ModuleList(FeedForward(c) for _ in range(c.num_ffn_blocks))
         self.final_norm = layer_norm(c, c.hidden_size) if c.norm == "pre" else None
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
@@ -271,19 +303,47 @@ class Encoder(nn.Module):
                 None if emb.token_type is None else layout.flat(token_type_ids))  # [N, E]
         if self.proj is not None:
             x = self.proj(x)                                          # [N, H]
-        plan = self.layer_plan
+        plan, c = self.layer_plan, self.config
+        kinds = self.attention_inputs(layout)   # per layer kind (global / local): None = padding mask only
         sparse_last = (keep is not None and keep.numel() > 0 and not self.static
                        and not torch.compiler.is_compiling())
-        for a, f in plan[:-1] if sparse_last else plan:
-            x = self.ffn[f](self.attention[a](x, layout))
+        for i, (a, f) in enumerate(plan[:-1] if sparse_last else plan):
+            x = self.ffn[f](self.attention[a](x, layout, inputs=kinds[c.is_global(i)]))
         if sparse_last:
             queries, out_layout = make_queries(keep, layout)
             a, f = plan[-1]
-            x = self.ffn[f](self.attention[a](x, layout, queries))    # [n, H]
+            last = self.attention_inputs(layout, queries)[c.is_global(len(plan) - 1)]
+            x = self.ffn[f](self.attention[a](x, layout, queries, last))  # [n, H]
             layout = out_layout
         if self.final_norm is not None:
             x = self.final_norm(x)
         return EncoderOutput(x, layout)
+
+    def attention_inputs(self, layout: Layout, queries: Optional[Queries] = None
+                         ) -> dict[bool, Optional[AttentionInputs]]:
+        """{is_global: AttentionInputs} for this batch: the sliding-window mask of local layers
+        and the rotary positions of each kind; None where the padding mask is all there is.
+        With `queries`, for the sparse last layer (masks and query rotations of its rows)."""
+        c = self.config
+        rotary_kind = c.spec.positions == "rotary"
+        if not rotary_kind and c.local_attention == 0:
+            return {True: None, False: None}
+        B, T = layout.batch, layout.length
+        device = self.embeddings.word.weight.device
+        rows = layout.flat(torch.arange(T, device=device).expand(B, T))  # [N] position within each row
+        query_pos = None
+        if queries is not None:
+            slot_pos = torch.zeros(B * queries.per_seq, dtype=torch.long, device=device)
+            query_pos = slot_pos.index_copy(0, queries.slots, queries.positions % T).view(B, -1)  # [B, Q]
+        out: dict[bool, Optional[AttentionInputs]] = {}
+        D = c.hidden_size // c.num_attention_heads
+        for is_global in (True, False):
+            theta = c.global_rope_theta if is_global else c.local_rope_theta
+            mask = layout.mask if is_global else window_mask(T, c.window, layout.mask, device, query_pos)
+            rope = rotary(theta, D, rows) if rotary_kind else None
+            query_rope = rotary(theta, D, queries.positions % T) if rotary_kind and queries is not None else None
+            out[is_global] = AttentionInputs(mask, rope, query_rope)
+        return out
 
     def pool(self, out: EncoderOutput) -> Tensor:
         """BERT/ALBERT pooler: tanh(W h[CLS] + b) -> [B, H]."""

@@ -96,6 +96,7 @@ class FamilySpec:
     hf_keys: Mapping = field(default_factory=_frozen)           # EncoderConfig field -> config.json key
     hf_defaults: Mapping = field(default_factory=_frozen)       # transformers' defaults, by config.json key
     hf_fixed: Mapping = field(default_factory=_frozen)          # keys written as is; other values are refused
+    hf_also: Mapping = field(default_factory=_frozen)           # extra config.json key -> field, written only
     names: HFNames = HFNames()
     hf_groups: bool = False                     # transformers stores shared layer groups (ALBERT)
     # --- behaviour
@@ -116,6 +117,7 @@ class FamilySpec:
     task_head: str = "plain"                    # plain | dense_tanh (RoBERTa classifier) | prediction_head
     attention: str = "global"                   # global | alternating (local windows, a global layer every n)
     init: str = "normal"                        # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
+    hf_dropout_elsewhere: bool = False          # transformers puts the dropouts in other places (training only)
 
     @property
     def token_ids(self) -> dict[str, int]:
@@ -211,7 +213,50 @@ ALBERT = FamilySpec(
     hf_groups=True, always_project=True, pair_head="sop", pair_dropout=True,
 )
 
-FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT)})
+# Warner et al. 2024, "Smarter, Better, Faster, Longer" (ModernBERT), as transformers'
+# ModernBertForMaskedLM: rotary positions (theta 160k global / 10k local), GeGLU, no biases
+# (the decoder keeps one), pre-norm with an identity first attention norm and a final norm,
+# a global layer every third layer and a 128-token window (+-64) elsewhere.
+MODERNBERT = FamilySpec(
+    name="modernbert", display="ModernBERT",
+    doc="ModernBertForMaskedLM: rotary, GeGLU, no biases, pre-norm, alternating local/global attention",
+    defaults=_frozen(max_position_embeddings=8192, type_vocab_size=1, layer_norm_eps=1e-5, hidden_act="gelu",
+                     sharing="none", classifier_dropout=0.0, local_attention=128, global_attn_every_n_layers=3,
+                     global_rope_theta=160000.0, local_rope_theta=10000.0),
+    # ModernBERT's tokens, in the order of their ids there (50280-50284)
+    special_tokens=_frozen(unk="[UNK]", cls="[CLS]", sep="[SEP]", pad="[PAD]", mask="[MASK]"),
+    tokenizer_kind="bpe", mask_lstrip=True,
+    hf_token_ids=(("bos_token_id", "cls"), ("cls_token_id", "cls"), ("eos_token_id", "sep"),
+                  ("sep_token_id", "sep")),
+    model_type="modernbert", hf_prefix="model.",
+    hf_keys=_frozen(vocab_size="vocab_size", hidden_size="hidden_size", num_hidden_layers="num_hidden_layers",
+                    num_attention_heads="num_attention_heads", intermediate_size="intermediate_size",
+                    hidden_act="hidden_activation", hidden_dropout_prob="mlp_dropout",
+                    attention_probs_dropout_prob="attention_dropout",
+                    max_position_embeddings="max_position_embeddings", initializer_range="initializer_range",
+                    layer_norm_eps="norm_eps", pad_token_id="pad_token_id", classifier_dropout="classifier_dropout"),
+    hf_also=_frozen(embedding_dropout="hidden_dropout_prob"),
+    hf_defaults=_frozen(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+                        num_attention_heads=12, hidden_activation="gelu", max_position_embeddings=8192,
+                        initializer_range=0.02, norm_eps=1e-5, pad_token_id=50283, attention_dropout=0.0,
+                        mlp_dropout=0.0, embedding_dropout=0.0, classifier_dropout=0.0, local_attention=128,
+                        global_attn_every_n_layers=3, classifier_pooling="cls"),
+    hf_fixed=_frozen(norm_bias=False, attention_bias=False, mlp_bias=False, decoder_bias=True,
+                     classifier_bias=False, classifier_activation="gelu"),
+    architectures=_frozen(pretraining="ModernBertForMaskedLM", classification="ModernBertForSequenceClassification",
+                          token="ModernBertForTokenClassification", qa="ModernBertForQuestionAnswering"),
+    names=HFNames(word="embeddings.tok_embeddings", position=None, token_type=None, embedding_norm="embeddings.norm",
+                  layer="layers.{}.", qkv=("attn.Wqkv",), attn_out="attn.Wo", attn_norm="attn_norm",
+                  ffn_in="mlp.Wi", ffn_out="mlp.Wo", ffn_norm="mlp_norm", final_norm="final_norm",
+                  mlm_dense="head.dense", mlm_norm="head.norm", mlm_bias="decoder.bias", decoder="decoder",
+                  pair=None, cls_dense="head.dense", cls_norm="head.norm", classifier="classifier",
+                  token_classifier="classifier", qa="classifier"),
+    positions="rotary", uses_token_types=False, token_type_embeddings=False, feed_forward="geglu", biases=False,
+    norm="pre", first_attention_norm=False, pair_head="none", pooler=False, mlm_activation="gelu",
+    task_head="prediction_head", attention="alternating", init="scaled", hf_dropout_elsewhere=True,
+)
+
+FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 

@@ -30,20 +30,36 @@ class PreTrainingOutput:
     pair_logits: Optional[Tensor]  # [B, 2] NSP / SOP; None for roberta
 
 
-class MLMHead(nn.Module):
-    """dense H->E, activation, LayerNorm, then the decoder: the (tied) word embeddings + bias."""
+class PredictionHead(nn.Module):
+    """dense H->width, activation, LayerNorm: the MLM transform, and ModernBERT's `head` before
+    every fine-tuning classifier (ModernBertPredictionHead)."""
 
-    def __init__(self, c: EncoderConfig):
+    def __init__(self, c: EncoderConfig, width: int):
         super().__init__()
-        E = c.embedding_size
-        self.dense = linear(c, c.hidden_size, E)
+        self.dense = linear(c, c.hidden_size, width)
         # RobertaLMHead always uses exact GELU, whatever hidden_act says.
         self.act = activation(c.hidden_act if c.spec.mlm_activation == "hidden_act" else c.spec.mlm_activation)
-        self.norm = layer_norm(c, E)
+        self.norm = layer_norm(c, width)
+
+    def forward(self, h: Tensor) -> Tensor:                   # [..., H] -> [..., width]
+        return self.norm(self.act(self.dense(h)))
+
+
+def prediction_head(c: EncoderConfig) -> Optional[PredictionHead]:
+    """The transform before fine-tuning classifiers (ModernBERT's `head`), None for families
+    whose classifiers read the encoder (or the pooler) directly."""
+    return PredictionHead(c, c.hidden_size) if c.spec.task_head == "prediction_head" else None
+
+
+class MLMHead(PredictionHead):
+    """The transform to E, then the decoder: the (tied) word embeddings + bias."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__(c, c.embedding_size)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
     def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
-        return F.linear(self.norm(self.act(self.dense(h))), decoder, self.bias)
+        return F.linear(super().forward(h), decoder, self.bias)
 
 
 class PreTrainingModel(nn.Module):
@@ -91,6 +107,8 @@ class SequenceClassifier(nn.Module):
         self.dropout = nn.Dropout(c.classifier_dropout)
         # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj
         self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.spec.task_head == "dense_tanh" else None
+        # ModernBertForSequenceClassification: [CLS] or mean -> head (dense, act, norm) -> dropout -> classifier
+        self.transform = prediction_head(c)
         self.classifier = nn.Linear(c.hidden_size, len(c.labels))
         self.sparse_last_layer = True  # the head reads [CLS] / <s> only
         init_weights(self)
@@ -101,20 +119,40 @@ class SequenceClassifier(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None) -> Tensor:
-        keep = first_positions(*input_ids.shape, input_ids.device) if self.sparse_last_layer else None
+        mean = self.transform is not None and self.config.classifier_pooling == "mean"
+        keep = None
+        if self.sparse_last_layer and not mean:
+            keep = first_positions(*input_ids.shape, input_ids.device)
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
-        if self.dense is None:
+        if self.transform is not None:
+            x = self.transform(mean_of_real(out, attention_mask) if mean else out.first())  # [B, H]
+        elif self.dense is None:
             x = self.encoder.pool(out)                                  # [B, H]
         else:
             x = torch.tanh(self.dense(self.dropout(out.first())))        # [B, H]
         return self.classifier(self.dropout(x))                         # [B, C]
 
 
+def mean_of_real(out, attention_mask: Optional[Tensor]) -> Tensor:
+    """[B, H] mean of the last hidden states over each row's real tokens."""
+    h = out.padded()                                                    # [B, T, H], zeros at padding
+    if attention_mask is None:
+        return h.mean(1)
+    m = attention_mask.to(h.dtype)[:, :, None]                          # [B, T, 1]
+    return (h * m).sum(1) / m.sum(1)
+
+
 @torch.no_grad()
 def init_weights(model: nn.Module) -> None:
     """transformers' initialization: normal(0, initializer_range) for linear and embedding
-    weights, zero biases and padding rows, LayerNorm weight 1 and bias 0."""
-    std = model.config.initializer_range
+    weights, zero biases and padding rows, LayerNorm weight 1 and bias 0. Families with
+    init "scaled" (ModernBERT) draw from a normal truncated at 2 std, with std / sqrt(2L) for
+    the projections that write into the residual stream (and the MLM / classifier transform),
+    and H^-0.5 for fine-tuning classifiers."""
+    c = model.config
+    std = c.initializer_range
+    if c.spec.init == "scaled":
+        return _scaled_init(model, std, c)
     for m in model.modules():
         if isinstance(m, nn.Linear):
             m.weight.normal_(0.0, std)
@@ -124,6 +162,26 @@ def init_weights(model: nn.Module) -> None:
             m.weight.normal_(0.0, std)
             if m.padding_idx is not None:
                 m.weight[m.padding_idx].zero_()
+        elif isinstance(m, nn.LayerNorm):
+            m.weight.fill_(1.0)
+            if m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, MLMHead):
+            m.bias.zero_()
+
+
+def _scaled_init(model: nn.Module, std: float, c: EncoderConfig) -> None:
+    out_std = std / (2.0 * c.num_hidden_layers) ** 0.5
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            s = std
+            if name.endswith((".out", "mlm.dense", "transform.dense")):
+                s = out_std                     # attention / feed-forward outputs, the head transforms
+            elif name.rsplit(".", 1)[-1] in ("classifier", "qa_outputs"):
+                s = c.hidden_size ** -0.5
+            nn.init.trunc_normal_(m.weight, 0.0, s, -2 * s, 2 * s)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                m.bias.zero_()
         elif isinstance(m, nn.LayerNorm):
             m.weight.fill_(1.0)
             if m.bias is not None:

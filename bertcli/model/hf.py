@@ -41,6 +41,7 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     spec = c.spec
     d: dict[str, Any] = {"architectures": [spec.architectures[head]], "model_type": spec.model_type}
     d.update({key: getattr(c, name) for name, key in spec.hf_keys.items()})
+    d.update({key: getattr(c, name) for key, name in spec.hf_also.items()})
     d.update(spec.hf_fixed)
     d.update({key: spec.token_ids[role] for key, role in spec.hf_token_ids})
     d.update(tie_word_embeddings=True, dtype=dtype, torch_dtype=dtype)  # transformers 4 reads torch_dtype
@@ -183,6 +184,9 @@ def transformers_caveats(c: EncoderConfig) -> list[str]:
     if c.embedding_size != c.hidden_size and not spec.always_project:
         notes.append(f"embedding_size {c.embedding_size} != hidden_size {c.hidden_size} in a {c.family} "
                      f"model: transformers cannot load it (only {_factorizing()} factorizes embeddings)")
+    if spec.hf_dropout_elsewhere and (c.hidden_dropout_prob or c.attention_probs_dropout_prob):
+        notes.append(f"dropout: transformers' {spec.model_type} applies its dropouts at other places than "
+                     "bertcli (outputs are the same in eval mode; training there would differ slightly)")
     if c.sharing != "none" and (not spec.hf_groups or c.sharing != "all"):
         notes.append(f"{c.sharing} cross-layer sharing in a {c.family} model is saved unrolled (one copy "
                      "per layer): transformers computes the same outputs but would train the copies apart")

@@ -69,16 +69,18 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> Weigh
         add("mlm.bias", n.mlm_bias)
         if spec.pair_head != "none":
             linear("pair", n.pair, bias=True)
-    elif head == "token":
-        linear("classifier", n.token_classifier, bias=True)
-    elif head == "qa":
-        linear("qa_outputs", n.qa, bias=True)
-    else:
-        if n.cls_dense is not None:
-            linear("dense", n.cls_dense, bias=spec.task_head == "dense_tanh" or spec.biases)
-        if n.cls_norm is not None:
-            linear("norm", n.cls_norm)
-        linear("classifier", n.classifier, bias=True)
+    else:  # fine-tuning heads
+        if spec.task_head == "prediction_head":  # ModernBERT: head.dense, act, head.norm first
+            linear("transform.dense", n.cls_dense)
+            linear("transform.norm", n.cls_norm)
+        if head == "token":
+            linear("classifier", n.token_classifier, bias=True)
+        elif head == "qa":
+            linear("qa_outputs", n.qa, bias=True)
+        else:
+            if spec.task_head == "dense_tanh":
+                linear("dense", n.cls_dense, bias=True)
+            linear("classifier", n.classifier, bias=True)
     return m
 
 

@@ -1,6 +1,7 @@
 """Per-token heads on the encoder: token classification (NER) and span extraction (QA).
 
-Layouts follow transformers so checkpoints load both ways, for bert, roberta and albert alike:
+Layouts follow transformers so checkpoints load both ways, for every family (ModernBERT puts its
+`head` transform -- dense, act, norm -- and a dropout before either output layer):
     *ForTokenClassification    encoder without pooler -> dropout -> `classifier` (H -> C)
                                (dropout: classifier_dropout, else hidden_dropout_prob; ALBERT's
                                classifier_dropout_prob)
@@ -31,11 +32,12 @@ class TokenClassifier(nn.Module):
         super().__init__()
         if c.labels is None:
             raise ValueError("TokenClassifier needs config.labels")
-        from bertcli.model.heads import init_weights
+        from bertcli.model.heads import init_weights, prediction_head
 
         self.config = c
         self.encoder = Encoder(c)
         self.encoder.pooler = None            # transformers builds these without the pooler
+        self.transform = prediction_head(c)   # ModernBERT's head (dense, act, norm); None elsewhere
         self.dropout = nn.Dropout(c.classifier_dropout)
         self.classifier = nn.Linear(c.hidden_size, len(c.labels))
         init_weights(self)
@@ -50,6 +52,8 @@ class TokenClassifier(nn.Module):
         (padding rows hold the classifier's bias)."""
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=positions)
         h = out.padded() if positions is None else out.at(positions)     # [B, T, H] | [n, H]
+        if self.transform is not None:
+            h = self.transform(h)
         return self.classifier(self.dropout(h))
 
 
@@ -60,17 +64,22 @@ class SpanExtractor(nn.Module):
 
     def __init__(self, c: EncoderConfig):
         super().__init__()
-        from bertcli.model.heads import init_weights
+        from bertcli.model.heads import init_weights, prediction_head
 
         self.config = c
         self.encoder = Encoder(c)
         self.encoder.pooler = None
+        # ModernBertForQuestionAnswering: head, dropout, then its 2-logit `classifier`
+        self.transform = prediction_head(c)
+        self.dropout = nn.Dropout(c.classifier_dropout) if self.transform is not None else nn.Identity()
         self.qa_outputs = nn.Linear(c.hidden_size, 2)
         init_weights(self)
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         h = self.encoder(input_ids, attention_mask, token_type_ids).padded()   # [B, T, H]
+        if self.transform is not None:
+            h = self.dropout(self.transform(h))
         start, end = self.qa_outputs(h).unbind(-1)                            # 2 x [B, T]
         return start, end
 

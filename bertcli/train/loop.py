@@ -142,7 +142,7 @@ class Trainer:
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, PhaseLR(self.phases, cfg.learning_rate))
         else:
             self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule,
-                                             cfg.power, cfg.min_lr_ratio)
+                                             cfg.power, cfg.min_lr_ratio, cfg.decay_fraction)
         # Time budget: `elapsed` counts the training seconds of every run of this training (the
         # checkpoint carries them), not the time spent building a phase's data. The clock is an
         # attribute so that tests can drive the schedule with a fake one.

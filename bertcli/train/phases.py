@@ -76,7 +76,8 @@ def budget_multiplier(train, p: float) -> float:
 
     scale = 1e9
     warmup = train.warmup_steps / train.max_steps * scale
-    return lr_multiplier(p * scale, warmup, scale, train.schedule, train.power, train.min_lr_ratio)
+    return lr_multiplier(p * scale, warmup, scale, train.schedule, train.power, train.min_lr_ratio,
+                         train.decay_fraction)
 
 
 # -------------------------------------------------------------------------------- phases
@@ -135,7 +136,7 @@ class PhaseLR:
         ph = phase_of(self.phases, update)
         t = ph.recipe.train
         local = update - ph.start if ph.own_schedule else update   # own schedule: counted from its start
-        m = lr_multiplier(local, t.warmup_steps, t.max_steps, t.schedule, t.power, t.min_lr_ratio)
+        m = lr_multiplier(local, t.warmup_steps, t.max_steps, t.schedule, t.power, t.min_lr_ratio, t.decay_fraction)
         return m * (t.learning_rate / self.base_lr)
 
 
