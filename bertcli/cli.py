@@ -20,8 +20,29 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Pretrain BERT, RoBERTa and ALBERT encoders from raw text; fine-tune them (GLUE, your own files, NER) or extract features.",
+    help="Pretrain BERT, RoBERTa, ALBERT and ModernBERT encoders from raw text; fine-tune them (GLUE, your own "
+         "files, SQuAD, NER), extract features, export and serve them.\n\nA mistake in a recipe or an input is "
+         "one message and exit code 2; add --debug (anywhere on the line, or BERTCLI_DEBUG=1) to see the "
+         "traceback instead.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from bertcli import __version__
+
+        console.out.print(f"bertcli {__version__}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error instead of the one-line message."),
+) -> None:
+    """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
+
+
 finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER.")
 app.add_typer(finetune_app, name="finetune")
 
@@ -30,10 +51,15 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]]):
-    from bertcli.recipe import load_recipe
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain"):
+    """Load the recipe and check it was made for `command` (pretrain / tokenize / build-data use
+    the pretraining sections, finetune the finetune section)."""
+    from bertcli.recipe import check_purpose, load_recipe
 
-    return load_recipe(spec, overrides or [])
+    recipe = load_recipe(spec, overrides or [])
+    if command is not None:
+        check_purpose(recipe, command)
+    return recipe
 
 
 def _show(result) -> None:
@@ -48,36 +74,57 @@ def recipes() -> None:
 
     from bertcli.recipe import shipped_recipes
 
+    rows = []
     for name in shipped_recipes():
         text = (resources.files("bertcli.recipes") / f"{name}.yaml").read_text(encoding="utf-8")
-        first = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "")
-        console.out.print(f"[bold]{name:16}[/] {first}")
+        rows.append((name, recipe_description(text)))
+    console.table([("recipe", "bold"), ("description", "")], rows)
+
+
+def recipe_description(text: str) -> str:
+    """A recipe's one-line description: the first sentence of its opening comment, whole even
+    when it runs over several comment lines."""
+    words: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        words += line.lstrip("#").split()
+    sentence = " ".join(words)
+    for i, ch in enumerate(sentence):
+        # a sentence ends at ". " outside brackets (so "et al. 2020" inside parentheses stays)
+        if ch == "." and sentence[i + 1:i + 2] in (" ", "") and sentence[:i].count("(") == sentence[:i].count(")"):
+            if not sentence[max(0, i - 3):i].endswith(("al", "e.g", "i.e", "cf", "vs")):
+                return sentence[:i + 1]
+    return sentence
 
 
 @app.command()
 def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
-    from rich.table import Table
-
     from bertcli.recipe import explain as rows_of
 
-    table = Table(show_lines=False, box=None, pad_edge=False)
-    for col in ("key", "type", "default", "help"):
-        table.add_column(col, overflow="fold")
-    for key, tp, default, doc in rows_of(section):
-        table.add_row(f"[bold]{key}[/]", tp, default, doc)
-    console.out.print(table)
+    # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
+    # taken for rich markup.
+    console.table([("key", "bold"), ("type", ""), ("default", ""), ("help", "")], list(rows_of(section)))
 
 
 @app.command()
-def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt) -> None:
+def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
+         yaml_only: bool = typer.Option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
+                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
     """Print the resolved recipe, what would be built where, and the model's size."""
     from bertcli.info import describe
 
-    r = _recipe(recipe, set_)
+    r = _recipe(recipe, set_, None)
     console.out.print(r.to_yaml(), markup=False)
+    if yaml_only:
+        return
+    # The tables follow as YAML comments, so that even the full output stays a valid recipe.
     for title, rows in describe(r):
-        console.summary(title, rows)
+        console.out.print(f"\n# {title}", markup=False)
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            console.out.print(f"#   {key:<{width}}  {console.fmt(value)}".rstrip(), markup=False)
 
 
 @app.command()
@@ -85,7 +132,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli.tokenizer import run_tokenize
 
-    _show(run_tokenize(_recipe(recipe, set_), force=force))
+    _show(run_tokenize(_recipe(recipe, set_, "tokenize"), force=force))
 
 
 @app.command("build-data")
@@ -96,7 +143,7 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     when the run reaches them, or now with --all-phases."""
     from bertcli.train.phases import build_phase_data
 
-    for result in build_phase_data(_recipe(recipe, set_), force=force, all_phases=all_phases):
+    for result in build_phase_data(_recipe(recipe, set_, "build-data"), force=force, all_phases=all_phases):
         _show(result)
 
 
@@ -144,7 +191,7 @@ def finetune_glue(
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
     from bertcli.finetune.run import run_glue
 
-    run_glue(_recipe(recipe, set_), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
+    run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
 
 
 @app.command("export")
@@ -200,7 +247,7 @@ def finetune_ner(
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
     from bertcli.finetune.ner import run_ner
 
-    run_ner(_recipe(recipe, set_), checkpoint=checkpoint, data_dir=data_dir, out=out)
+    run_ner(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, out=out)
 
 
 @finetune_app.command("classify")
@@ -222,7 +269,7 @@ def finetune_classify(
 
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
              "regression": True if regression else None}
-    run_classify(_recipe(recipe, set_), checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
+    run_classify(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
                  **{k: v for k, v in flags.items() if v is not None})
 
 

@@ -23,9 +23,21 @@ from rich.progress import (
 )
 from rich.table import Table
 
+
+
+def _console(stderr: bool) -> Console:
+    """A console that wraps only on a terminal. In a pipe, a file, `tee`, a SLURM or CI log every
+    record stays one line, never wrapped or padded to rich's default 80 columns, so grep and log
+    tools see whole lines."""
+    c = Console(stderr=stderr, highlight=False)
+    if not c.is_terminal:
+        c.soft_wrap = True
+    return c
+
+
 # Results go to stdout; progress, logs and errors to stderr, so `--json` output stays clean.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+out = _console(stderr=False)
+err = _console(stderr=True)
 
 
 def quiet() -> bool:
@@ -79,8 +91,9 @@ class _RichTask:
 def progress(description: str, total: float | None = None) -> Iterator[_PlainTask | _RichTask]:
     """A progress bar on a TTY, periodic plain lines otherwise; yields an object with advance(n)."""
     if interactive():
-        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
+                   MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
+                   TextColumn("left"), TimeRemainingColumn()]
         with Progress(*columns, console=err, transient=False) as p:
             yield _RichTask(p, p.add_task(description, total=total))
     else:
@@ -93,15 +106,32 @@ def summary(title: str, rows: Sequence[tuple[str, object]]) -> None:
     """A two-column summary table (stdout)."""
     if quiet():
         return
-    table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in rows:
-        table.add_row(key, _fmt(value))
-    out.print(table)
+    table([("", "bold"), ("", "")], [(key, fmt(value)) for key, value in rows], title=title)
 
 
-def _fmt(value: object) -> str:
+def table(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
+    """Rows under (header, style) columns (stdout; headers all empty: none shown). A rich table
+    on a terminal; elsewhere plain lines, the columns aligned but the last one never padded, so
+    no line carries trailing spaces and none is wrapped."""
+    headers = [h for h, _ in columns]
+    if out.is_terminal:
+        t = Table(title=title, show_header=any(headers), title_justify="left", box=None, pad_edge=False)
+        for header, style in columns:
+            t.add_column(header, style=style or None, overflow="fold")
+        for row in rows:
+            t.add_row(*(_escape(str(cell)) for cell in row))
+        out.print(t)
+        return
+    lines = ([headers] if any(headers) else []) + [[str(cell) for cell in row] for row in rows]
+    widths = [max((len(line[i]) for line in lines), default=0) for i in range(len(columns) - 1)]
+    if title:
+        out.print(title, markup=False)
+    for line in lines:
+        cells = [cell.ljust(w) for cell, w in zip(line, widths)] + line[len(widths):]
+        out.print("  ".join(cells).rstrip(), markup=False)
+
+
+def fmt(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, int):

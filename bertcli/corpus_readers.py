@@ -9,7 +9,6 @@ format) or as text still to be split into sentences; `corpus.py` does the rest.
 from __future__ import annotations
 
 import bz2
-import contextlib
 import csv
 import glob
 import gzip
@@ -406,40 +405,8 @@ def _read_saved(r: Resolved) -> Iterator[Doc]:
 
 
 def _read_hub(r: Resolved) -> Iterator[Doc]:
-    import datasets
+    from bertcli.hub import load_hub
 
     s = r.src
-    _check_hub_reachable(r)
-    try:
-        ds = datasets.load_dataset(s.path, s.name, split=s.split)
-    except (ConnectionError, FileNotFoundError, ValueError, OSError) as e:
-        offline = datasets.config.HF_HUB_OFFLINE
-        raise UserError(
-            f"cannot load the `datasets` dataset {s.path!r}"
-            + (f" (configuration {s.name!r})" if s.name else "") + f": {str(e).splitlines()[0]}",
-            where=r.key,
-            fix=("offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and the dataset is not in the "
-                 "local cache: download it once with network access, or point corpus.sources at local files"
-                 if offline else "check the name, configuration (name:) and split; or use local files"))
+    ds = load_hub(s.path, s.name, split=s.split, where=r.key, local_hint="point corpus.sources at local files")
     yield from _read_dataset(ds, r, f"{s.path} ({s.split})")
-
-
-def _check_hub_reachable(r: Resolved, timeout: float = 5.0) -> None:
-    """Without offline mode, `datasets` retries an unreachable Hub for half a minute: fail fast."""
-    import socket
-    from urllib.parse import urlparse
-
-    import datasets
-
-    if datasets.config.HF_HUB_OFFLINE or os.path.exists(r.src.path):
-        return  # offline, load_dataset fails at once when the dataset is not cached; local needs no hub
-    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        with contextlib.closing(socket.create_connection((host, port), timeout=timeout)):
-            pass
-    except OSError as e:
-        raise UserError(
-            f"cannot reach {host} to load the `datasets` dataset {r.src.path!r} ({e})", where=r.key,
-            fix="connect to the network; if the dataset is in your local cache, run with "
-                "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1; or point corpus.sources at local files")

@@ -143,13 +143,40 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     else:
         text, where = find_recipe(spec)
         raw, lines = parse_yaml(text, where)
+    given = frozenset(k for k in raw if k in SECTIONS)      # sections the file itself sets
     for item in overrides:
         apply_override(raw, item, lines)
     recipe = build(Recipe, raw, "", _Ctx(where, lines))
     recipe.source = where
+    recipe.given_sections = given               # read by check_purpose; not a recipe field
     resolve(recipe)
     validate(recipe)
     return recipe
+
+
+PRETRAIN_SECTIONS = ("corpus", "tokenizer", "data", "model", "train")
+
+
+def check_purpose(recipe: Recipe, command: str) -> None:
+    """Refuse a recipe made for the other kind of command: `pretrain -r glue` would otherwise
+    train a 30k tokenizer from defaults, and `finetune -r bert-tiny` would fine-tune with
+    defaults nobody chose. A recipe file that sets both kinds of section (e.g. a run's saved
+    recipe.yaml) suits both; so does no recipe at all."""
+    given = getattr(recipe, "given_sections", frozenset())
+    if not given:
+        return
+    pretraining = any(s in given for s in PRETRAIN_SECTIONS)
+    finetuning = "finetune" in given
+    if command == "finetune" and pretraining and not finetuning:
+        raise UserError(f"{recipe.source} is a pretraining recipe: it has no finetune section for "
+                        "`bertcli finetune` to read",
+                        fix="use a fine-tuning recipe (-r glue, the default) or add a finetune: section to it; "
+                            "`bertcli recipes` lists them")
+    if command != "finetune" and finetuning and not pretraining:
+        raise UserError(f"{recipe.source} is a fine-tuning recipe (it sets only finetune), and `bertcli "
+                        f"{command}` needs a pretraining recipe",
+                        fix=f"fine-tune with `bertcli finetune ... -r {recipe.name}`, or {command} with a pretraining "
+                            "recipe such as bert-tiny (`bertcli recipes` lists them)")
 
 
 def parse_yaml(text: str, where: str) -> tuple[dict, dict[str, int]]:
@@ -353,6 +380,9 @@ def resolve(r: Recipe) -> None:
         t.special_tokens = m.family          # each family's own set (FamilySpec.special_tokens)
     if t.strip_accents is None:
         t.strip_accents = t.lowercase
+    tr = r.train
+    if tr.warmup_ratio is not None:
+        tr.warmup_steps = round(tr.warmup_ratio * tr.max_steps)
 
 
 def position_offset(m: ModelConfig, special_tokens: Optional[str] = None) -> int:
@@ -370,6 +400,12 @@ def validate(r: Recipe) -> None:
     def fail(what, fix=None):
         raise UserError(what, where=where, fix=fix)
 
+    if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
+        from bertcli import console
+
+        console.log(f"warning: train.warmup_steps {tr.warmup_steps:,} >= train.max_steps {tr.max_steps:,}: the run "
+                    "never leaves warmup and never reaches its peak learning rate; set train.warmup_ratio "
+                    "(e.g. --set train.warmup_ratio=0.1) or a smaller train.warmup_steps")
     if m.hidden_size % m.num_attention_heads:
         fail(f"model.hidden_size {m.hidden_size} is not divisible by model.num_attention_heads "
              f"{m.num_attention_heads}", "pick a head count that divides the width (e.g. H/64 heads)")

@@ -262,6 +262,9 @@ class TrainConfig:
     of the steps, then a 1 - sqrt decay."""
     warmup_steps: int = num(10000, ge=0)
     """Linear warmup from 0 to the peak learning rate."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Warmup as a fraction of max_steps (e.g. 0.1). When set it replaces warmup_steps, so a
+    run shortened with --set train.max_steps=N keeps the schedule's proportions."""
     power: float = num(1.0, gt=0.0)
     """Polynomial decay power (1.0 is linear)."""
     min_lr_ratio: float = num(0.0, ge=0.0, le=1.0)

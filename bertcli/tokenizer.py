@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bertcli import console
+from bertcli import console, reproducible
 from bertcli.errors import UserError
 from bertcli.model.families import FAMILIES, family_spec
 from bertcli.recipe import Recipe
@@ -127,12 +127,15 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
     return steps
 
 
-def new_trainer(cfg: TokenizerConfig, show_progress: bool):
+def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None):
+    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py)."""
     specials = special_tokens(cfg.special_tokens)
     if cfg.kind == "wordpiece":
+        extra = dict(initial_alphabet=seed.alphabet, limit_alphabet=len(seed.alphabet)) if seed else \
+            dict(limit_alphabet=cfg.limit_alphabet)
         return trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                         special_tokens=specials, limit_alphabet=cfg.limit_alphabet,
-                                         continuing_subword_prefix="##", show_progress=show_progress)
+                                         special_tokens=specials + (reproducible.seed_tokens(seed) if seed else []),
+                                         continuing_subword_prefix="##", show_progress=show_progress, **extra)
     if cfg.kind == "bpe":
         return trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
                                    special_tokens=specials, limit_alphabet=max(cfg.limit_alphabet, 256),
@@ -228,15 +231,28 @@ def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str) -> Toke
         alphabet = _alphabet_of(ds)
     tok = new_tokenizer(cfg)
     check_vocab_size(cfg, tok, alphabet, where)
-    trainer = new_trainer(cfg, show_progress=False)
+    seed = _wordpiece_seed(cfg, tok, ds, alphabet) if cfg.kind == "wordpiece" else None
+    trainer = new_trainer(cfg, show_progress=False, seed=seed)
     def batches(bar):
         yield from _sentence_batches(ds, bar)
         console.log(f"learning the {cfg.kind} vocabulary ({cfg.vocab_size:,} tokens) from the counts")
 
     with console.progress(f"training {cfg.kind} tokenizer (documents read)", total=len(ds)) as bar:
         tok.train_from_iterator(batches(bar), trainer=trainer, length=len(ds))
+    tok = reproducible.canonical(tok, cfg.kind, seed)
     add_post_processor(tok, cfg.special_tokens)
     return tok
+
+
+def _wordpiece_seed(cfg: TokenizerConfig, tok: Tokenizer, ds, alphabet: str) -> reproducible.WordPieceSeed:
+    """The alphabet and `##` pieces WordPiece trains with. The characters are counted only when
+    the limit cuts the alphabet: otherwise every one is kept."""
+    chars = {c for c in (tok.normalizer.normalize_str(alphabet) if tok.normalizer else alphabet) if not c.isspace()}
+    counts = dict.fromkeys(chars, 1)
+    if len(chars) > cfg.limit_alphabet:
+        counts = reproducible.normalized_counts(tok, _sentence_batches(ds, _NoBar()))
+    return reproducible.wordpiece_seed(counts, cfg.limit_alphabet, lambda c: not _is_punctuation(c) and
+                                       not (cfg.split_cjk and CJK_CHAR.match(c)))
 
 
 def _alphabet_of(ds) -> str:

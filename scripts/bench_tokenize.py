@@ -1,6 +1,6 @@
 """Benchmark the tokenizer stage against `tokenizers` used directly, on the same text.
 
-    python scripts/bench_tokenize.py [--mb 100] [--kind wordpiece|bpe|unigram] [--vocab 30522]
+    python scripts/bench_tokenize.py [--mb 100] [--kind wordpiece|bpe|unigram] [--vocab 30522] [--repeat 2]
 
 1. Generates a corpus of about --mb megabytes in Google BERT format (one sentence per line,
    blank line between documents) from the built-in corpus's sentences: documents of 4-30
@@ -11,12 +11,15 @@
    `load_tokenizer` + `iter_encoded`.
 3. raw tokenizers (child process): the same pipeline and trainer settings built by hand,
    trained with `Tokenizer.train` on the text file, then `encode_batch` over its lines.
-Each side runs in its own process so its peak RSS is its own. Prints one JSON object.
+Each side runs in its own process so its peak RSS is its own. Prints one JSON object; with
+--repeat >= 2 it also says how many distinct tokenizer.json files each side trained over its runs
+(1 = reproducible; raw `tokenizers` WordPiece and Unigram give one per run, see bertcli/reproducible.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -90,7 +93,8 @@ def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> d
         sentences += len(batch)
         tokens += sum(len(e.ids) for e in batch)
     encode, encode_cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"ingest_s": ingest, "train_s": info["train_seconds"], "train_cpu_s": info["train_cpu_seconds"],
+    sha = hashlib.sha256((result.path / "tokenizer.json").read_bytes()).hexdigest()
+    return {"tokenizer_sha256": sha, "ingest_s": ingest, "train_s": info["train_seconds"], "train_cpu_s": info["train_cpu_seconds"],
             "stage_s": stage, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences,
             "tokens": tokens, "vocab_size": info["vocab_size"], "peak_rss_mb": peak_rss_mb()}
 
@@ -140,7 +144,8 @@ def side_raw(corpus: Path, kind: str, vocab: int) -> dict:
         tokens += sum(len(e.ids) for e in tok.encode_batch(batch, add_special_tokens=False))
         sentences += len(batch)
     encode, encode_cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"train_s": train, "train_cpu_s": train_cpu, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences, "tokens": tokens,
+    sha = hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
+    return {"tokenizer_sha256": sha, "train_s": train, "train_cpu_s": train_cpu, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences, "tokens": tokens,
             "vocab_size": tok.get_vocab_size(), "peak_rss_mb": peak_rss_mb()}
 
 
@@ -158,7 +163,8 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--kind", choices=["wordpiece", "bpe", "unigram"], default="wordpiece")
     ap.add_argument("--vocab", type=int, default=30522)
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated; best time kept")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each side (fresh processes), alternated; best "
+                    "time kept; with 2 or more, whether each side trained byte-identical tokenizers")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the corpus and outputs here")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
@@ -179,13 +185,15 @@ def main() -> None:
         # the machine may be shared: alternate the sides and keep each one's best time
         runs = [(child("bertcli", corpus, work, a.kind, a.vocab, i), child("raw", corpus, a.kind, a.vocab))
                 for i in range(a.repeat)]
-        ours = {k: (min(r[0][k] for r in runs) if k.endswith("_s") else runs[0][0][k]) for k in runs[0][0]}
-        raw = {k: (min(r[1][k] for r in runs) if k.endswith("_s") else runs[0][1][k]) for k in runs[0][1]}
+        ours = {k: (min(r[0][k] for r in runs) if k.endswith("_s") else runs[0][0][k]) for k in runs[0][0] if k != "tokenizer_sha256"}
+        raw = {k: (min(r[1][k] for r in runs) if k.endswith("_s") else runs[0][1][k]) for k in runs[0][1] if k != "tokenizer_sha256"}
     same_text = ours["sentences"] == raw["sentences"]
+    # reproducibility: each run is a fresh process (fresh hash seeds inside `tokenizers`)
+    distinct = {side: len({r[i]["tokenizer_sha256"] for r in runs}) for i, side in enumerate(("bertcli", "tokenizers"))}
     print(json.dumps({
         "corpus_mb": round(made["bytes"] / 1e6, 1), "documents": made["documents"], "kind": a.kind,
         "vocab_size": a.vocab, "cpus": os.cpu_count(), "repeat": a.repeat, "generate_s": round(gen_s, 1),
-        "same_sentences": same_text, "same_token_count": ours["tokens"] == raw["tokens"],
+        "same_sentences": same_text, "distinct_tokenizer_json_over_runs": distinct, "same_token_count": ours["tokens"] == raw["tokens"],
         "bertcli": {k: round(v, 2) if isinstance(v, float) else v for k, v in ours.items()},
         "tokenizers": {k: round(v, 2) if isinstance(v, float) else v for k, v in raw.items()},
         "train_ratio": round(ours["train_s"] / raw["train_s"], 3),

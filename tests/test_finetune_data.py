@@ -322,4 +322,4 @@ def test_hub_code_path_on_a_local_copy(tmp_path, monkeypatch):
     mnli = load_task(TASKS["mnli"], hub=str(repo))
     assert [t.name for t in mnli.test] == ["matched", "mismatched", "ax"]
     e = _error(lambda: load_task(TASKS["cola"], hub=str(repo)))
-    assert "could not load" in e.what and "'cola'" in e.what
+    assert "cannot load" in e.what and "'cola'" in e.what

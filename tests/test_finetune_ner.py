@@ -130,5 +130,5 @@ def test_bad_ner_input_is_one_clear_message(tmp_path):
     assert_user_error(r, "malformed CoNLL line", "valid.txt:4")
     (tmp_path / "file").write_text("x")
     r = run_cli("finetune", "ner", "-c", ckpt, "-d", data, "-o", tmp_path / "file", cwd=tmp_path)
-    assert_user_error(r, "is a file, not a directory")
+    assert_user_error(r, "not a directory")
     assert "fine-tuning" not in r.output

@@ -68,6 +68,7 @@ def test_fill_mask_json_through_the_cli(cli, checkpoint):
         assert len(probs) == 4 and probs == sorted(probs, reverse=True)
         assert 0 < sum(probs) <= 1 + 1e-6
         assert r["candidates"][0]["token"] == expected and probs[0] > 0.5
+        assert r["candidates"][0]["word"] == expected       # the decoded piece, as the text shows it
     # Each mask is filled on its own; the other one is a special token, left out of the text.
     assert results[1]["candidates"][0]["text"] == "a ran in the park"
     # The CLI's figures are the model's own softmax at the mask.
@@ -80,8 +81,10 @@ def test_fill_mask_json_through_the_cli(cli, checkpoint):
 def test_fill_mask_table(checkpoint, capsys):
     render(fill_mask(checkpoint, "the cat sat on the [MASK]", top_k=3))
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip()]
-    assert lines[0].startswith("mask 1 (token 6)") and len(lines) == 4
-    assert lines[1].split()[0] == "mat" and lines[1].rstrip().endswith("the cat sat on the mat")
+    assert lines[0].startswith("mask 1 of 1 (token 6 of the encoded input") and len(lines) == 5
+    assert lines[1].split()[:2] == ["filler", "probability"]
+    assert lines[2].split()[0] == "mat" and lines[2].endswith("the cat sat on the mat")
+    assert all(ln == ln.rstrip() for ln in lines)          # piped output: no padding
 
 
 def test_fill_mask_errors_exit_2(cli, checkpoint, tmp_path):

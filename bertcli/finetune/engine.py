@@ -25,6 +25,7 @@ from torch import nn
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.machine import advise_threads
 from bertcli.finetune.task import Features, Hyper, Task
 
 
@@ -246,6 +247,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     check_output(Path(final))                     # before any work: nothing trained is lost
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    advise_threads(device)
     tok = load_tokenizer(checkpoint)
     model, report = load_model(task, checkpoint, cfg, recipe.seed, init)
     check_fit(model, tok, hyper.max_seq_length, checkpoint)

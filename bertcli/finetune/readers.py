@@ -291,13 +291,9 @@ def _load_hub(task: TaskSpec, name: str) -> TaskData:
     import datasets
 
     def load(config: str):
-        try:
-            return datasets.load_dataset(name, config)
-        except Exception as e:  # offline, unknown name, missing config: all the user's to fix
-            raise UserError(f"could not load {name!r} config {config!r} with datasets.load_dataset: "
-                            f"{type(e).__name__}: {e}", where=f"--hub {name}",
-                            fix="check the name (e.g. nyu-mll/glue) and the network, or download the data "
-                                "and pass --data-dir")
+        from bertcli.hub import load_hub
+
+        return load_hub(name, config, where=f"--hub {name}", local_hint="download the data and pass --data-dir")
 
     dd = load(task.name)
     splits = {k: _dataset_columns(v, f"{name}/{task.name}[{k}]") for k, v in dd.items()}

@@ -60,7 +60,10 @@ def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[d
         for p, i in zip(top.values[m].tolist(), top.indices[m].tolist()):
             filled = list(enc.ids)
             filled[pos] = i
-            candidates.append({"token": tok.id_to_token(i), "id": i, "probability": p,
+            # `word` is the piece as the text shows it (`Ġthe` / `▁the` decode to `the`); the raw
+            # vocabulary piece stays in `token` for --json.
+            word = tok.decode([i], skip_special_tokens=False).strip() or tok.id_to_token(i)
+            candidates.append({"token": tok.id_to_token(i), "word": word, "id": i, "probability": p,
                                "text": tok.decode(filled, skip_special_tokens=True)})
         results.append({"position": pos, "candidates": candidates})
     return results
@@ -72,5 +75,6 @@ def render(results: list[dict[str, Any]], as_json: bool = False) -> None:
         console.out.print(json.dumps(results, ensure_ascii=False), markup=False, highlight=False)
         return
     for n, r in enumerate(results, 1):
-        rows = [(c["token"], f"{c['probability']:.4f}  {c['text']}") for c in r["candidates"]]
-        console.summary(f"mask {n} (token {r['position']})", rows)
+        rows = [(c["word"], f"{c['probability']:.4f}", c["text"]) for c in r["candidates"]]
+        title = f"mask {n} of {len(results)} (token {r['position']} of the encoded input, [CLS]/<s> = 0)"
+        console.table([("filler", "bold"), ("probability", ""), ("text with the filler", "")], rows, title=title)

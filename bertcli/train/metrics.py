@@ -12,6 +12,9 @@ import math
 import time
 from pathlib import Path
 
+from rich.progress import ProgressColumn
+from rich.text import Text
+
 from bertcli import console
 from bertcli.stages import write_text_atomic
 
@@ -94,34 +97,72 @@ def format_record(r: dict, pair_name: str | None) -> str:
         parts.append(f"{pair_name}_acc {r['pair_acc']:.4f}")
     parts += [f"lr {r['lr']:.3e}", f"{r['tokens_per_s']:,.0f} tok/s"]
     if "val_loss" in r:
-        parts.append(f"| val loss {r['val_loss']:.4f} mlm_acc {r['val_mlm_acc']:.4f}")
-        if pair_name and r.get("val_pair_acc") is not None:
-            parts.append(f"{pair_name}_acc {r['val_pair_acc']:.4f}")
+        parts.append("| " + format_validation(r, pair_name))
     return "  ".join(parts)
 
 
+def format_validation(r: dict, pair_name: str | None) -> str:
+    """The validation part of a record, short enough for one line of an 80-column terminal."""
+    text = f"val loss {r['val_loss']:.4f} mlm_acc {r['val_mlm_acc']:.4f}"
+    if pair_name and r.get("val_pair_acc") is not None:
+        text += f" {pair_name}_acc {r['val_pair_acc']:.4f}"
+    return text
+
+
+def _rate(tokens_per_s: float) -> str:
+    if not math.isfinite(tokens_per_s):
+        return "? tok/s"
+    if tokens_per_s >= 10_000:
+        return f"{tokens_per_s / 1000:,.0f}k tok/s"
+    if tokens_per_s >= 1000:
+        return f"{tokens_per_s / 1000:.1f}k tok/s"
+    return f"{tokens_per_s:.0f} tok/s"
+
+
+def live_fields(r: dict) -> str:
+    """The live view's metrics: throughput, loss and MLM accuracy, in at most ~32 characters."""
+    return f"{_rate(r['tokens_per_s'])}  loss {r['loss']:.3f}  acc {r['mlm_acc']:.3f}"
+
+
+class _Clock(ProgressColumn):
+    """A rich column `elapsed<remaining` (tqdm's convention), compact enough for 80 columns."""
+
+    def render(self, task) -> Text:
+        left = task.time_remaining
+        budget = task.fields.get("budget")
+        if budget is not None and task.elapsed is not None:   # train.max_time ends the run first
+            left = max(0.0, budget - task.elapsed) if left is None else min(left, max(0.0, budget - task.elapsed))
+        return Text(f"{_clock(task.elapsed)}<{_clock(left) if left is not None else '?'}")
+
+
 class LiveView:
-    """A progress bar with the latest metrics on a TTY; a plain line per logged step otherwise."""
+    """A progress bar with the latest metrics on a TTY; a plain line per logged step otherwise.
+
+    The live line is laid out for an 80-column terminal first: bar, step/total,
+    elapsed<remaining, tok/s, loss, MLM accuracy (~75 characters at 1M steps)."""
 
     def __init__(self, max_steps: int, start_step: int, pair_name: str | None, enabled: bool = True,
-                 budget: float | None = None):
+                 budget: float | None = None, first_log_step: int | None = None, rich_console=None):
         self.max_steps, self.start_step, self.pair_name = max_steps, start_step, pair_name
         self.budget = budget  # train.max_time in seconds: the run may end before max_steps
         self.enabled = enabled and not console.quiet()
+        self.first_log_step = first_log_step
+        self.rich_console = rich_console           # tests render into their own console
         self.start = time.monotonic()
         self._progress = None
         self._task = None
 
     def __enter__(self) -> "LiveView":
-        if self.enabled and console.interactive():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        if self.enabled and (self.rich_console is not None or console.interactive()):
+            from rich.progress import BarColumn, Progress, TextColumn
 
-            self._progress = Progress(TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(),
-                                      TimeRemainingColumn(), TextColumn("{task.fields[line]}"),
-                                      console=console.err, refresh_per_second=4)
+            self._progress = Progress(BarColumn(bar_width=8), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+                                      _Clock(), TextColumn("{task.fields[line]}"),
+                                      console=self.rich_console or console.err, refresh_per_second=4)
             self._progress.start()
+            first = f"first figures at step {self.first_log_step:,}" if self.first_log_step else "first step..."
             self._task = self._progress.add_task("pretrain", total=self.max_steps, completed=self.start_step,
-                                                 line="starting...")
+                                                 line=first, budget=self.budget)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -135,18 +176,19 @@ class LiveView:
     def record(self, r: dict) -> None:
         if not self.enabled:
             return
-        line = format_record(r, self.pair_name)
         if self._progress is not None:
-            self._progress.update(self._task, completed=r["step"], line=line)
+            self._progress.update(self._task, completed=r["step"], line=live_fields(r))
             if "val_loss" in r:
-                self._progress.console.print(f"step {r['step']:>7}  {line}", markup=False)
+                self._progress.console.print(f"step {r['step']:,}/{self.max_steps:,}  "
+                                             f"{format_validation(r, self.pair_name)}", markup=False)
             return
         done = r["step"] - self.start_step
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.max_steps - r["step"]) if done > 0 else float("nan")
         if self.budget is not None and "train_seconds" in r:
             eta = min(eta, max(0.0, self.budget - r["train_seconds"]))
-        console.log(f"step {r['step']}/{self.max_steps}  {line}  eta {_duration(eta)}")
+        console.log(f"step {r['step']}/{self.max_steps}  {format_record(r, self.pair_name)}  "
+                    f"elapsed {_duration(elapsed)}  eta {_duration(eta)}")
 
     def message(self, text: str) -> None:
         if not self.enabled:
@@ -155,6 +197,15 @@ class LiveView:
             self._progress.console.print(text, markup=False)
         else:
             console.log(text)
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 def _duration(seconds: float) -> str:

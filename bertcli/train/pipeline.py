@@ -24,6 +24,7 @@ import torch
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.machine import advise_threads
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed
@@ -219,6 +220,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     from bertcli.train.loop import Trainer, TrainInputs
 
     check_precision(recipe.train.precision, d.device)
+    advise_threads(d.device)
     run_dir = recipe.out
     ck = prepare_run(recipe, resume, force)
     distributed.barrier(d)  # every process has checked before rank 0 changes anything
@@ -329,5 +331,5 @@ def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
         rows.append(("next", "the same command with --resume auto continues from the checkpoint"))
     elif r.checkpoint:
         rows.append(("next", f"bertcli fill-mask --checkpoint {r.checkpoint} \"...\"  |  "
-                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir GLUE"))
+                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir glue_data"))
     return rows
