@@ -20,7 +20,7 @@ SENTENCES = [
 ]
 SPECIAL = {"bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
            "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
-PAD_ID = {"bert": 0, "albert": 0, "roberta": 1}
+PAD_ID = {"bert": 0, "albert": 0, "roberta": 1, "modernbert": 3}
 
 
 def write_tokenizer(directory: Path, family: str) -> int:
@@ -30,7 +30,18 @@ def write_tokenizer(directory: Path, family: str) -> int:
 
     directory.mkdir(parents=True, exist_ok=True)
     corpus = SENTENCES * 4
-    if family == "roberta":
+    if family == "modernbert":   # byte-level BPE with [CLS] / [SEP] / [PAD] / [MASK], as ModernBERT's
+        sp = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=sp,
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+        cfg = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]",
+               "mask_token": "[MASK]", "model_input_names": ["input_ids", "attention_mask"]}
+    elif family == "roberta":
         sp = SPECIAL["roberta"]
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -66,6 +77,9 @@ def tiny_section(family: str, **changes) -> ModelConfig:
         base.update(max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5)
     if family == "albert":
         base.update(embedding_size=16, sharing="all", hidden_act="gelu_new")
+    if family == "modernbert":   # 3 layers: global, local, local; an 8-token window, so it matters
+        base.update(num_hidden_layers=3, type_vocab_size=1, layer_norm_eps=1e-5, local_attention=8,
+                    global_attn_every_n_layers=3)
     base.update(changes)
     return ModelConfig(**base)
 
@@ -109,7 +123,7 @@ def make_checkpoint(root: Path, family: str, head: str = "pretraining", labels=(
 # the bare-encoder path is exercised on a checkpoint with another head.
 KINDS = {"fill-mask": "pretraining", "classification": "classification", "features": "classification",
          "token-classification": "token", "question-answering": "qa"}
-FAMILIES = ("bert", "roberta", "albert")
+FAMILIES = ("bert", "roberta", "albert", "modernbert")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,15 @@ def _all_windows(enc) -> list:
     return [enc, *enc.overflowing]
 
 
+def _tight(text: str, start: int, end: int) -> tuple[int, int]:
+    """A character span without the whitespace byte-level BPE tokens carry (`Ġcat` = " cat")."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def chunk_entities(tags: list[str]) -> list[tuple[str, int, int]]:
     """(type, first word, last word + 1) of every entity in a tag sequence (conlleval rules)."""
     out, start, kind = [], None, None
@@ -88,7 +97,7 @@ class Entities:
                         chars = (int(starts[word]), int(starts[word] + len(rec["tokens"][word])))
                     else:
                         last = max(p for p, w in enumerate(ids) if w == word)
-                        chars = (enc.offsets[pos][0], enc.offsets[last][1])
+                        chars = _tight(text, enc.offsets[pos][0], enc.offsets[last][1])
                     best[word] = (margin, softmax(out["logits"][pos].astype(np.float64)), chars)
         words = sorted(best)
         labels = self.ctx.labels
