@@ -25,6 +25,9 @@ from bertcli import __version__, console
 from bertcli.errors import UserError
 
 
+VERIFY_MAX_TOKENS = 1024
+
+
 @dataclass
 class ExportResult:
     out: Path
@@ -124,7 +127,8 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
     start = time.monotonic()
     fp32_path = tmp / ("model.fp32.onnx" if quantize else "model.onnx")
     reference = TorchBackend(module)
-    batches = verification_batches(tok.tokenizer, tok.pad_id, list(module.input_names), max_len)
+    # the longest verified sequence is capped: a padded 8192-token ModernBERT batch needs GBs of attention
+    batches = verification_batches(tok.tokenizer, tok.pad_id, list(module.input_names), min(max_len, VERIFY_MAX_TOKENS))
     dev_metrics: dict = {}
     if dev_set is not None:
         from bertcli.export.dev import evaluate
