@@ -43,7 +43,7 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER.")
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -51,14 +51,20 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain"):
-    """Load the recipe and check it was made for `command` (pretrain / tokenize / build-data use
-    the pretraining sections, finetune the finetune section)."""
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
+            writes: bool = False):
+    """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
+    pretraining sections, finetune the finetune section); `writes`: the command writes its
+    output_dir / cache_dir, checked now, before any work (bertcli.paths)."""
     from bertcli.recipe import check_purpose, load_recipe
 
     recipe = load_recipe(spec, overrides or [])
     if command is not None:
         check_purpose(recipe, command)
+    if writes:
+        from bertcli.paths import check_recipe_outputs
+
+        check_recipe_outputs(recipe)
     return recipe
 
 
@@ -132,7 +138,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli.tokenizer import run_tokenize
 
-    _show(run_tokenize(_recipe(recipe, set_, "tokenize"), force=force))
+    _show(run_tokenize(_recipe(recipe, set_, "tokenize", writes=True), force=force))
 
 
 @app.command("build-data")
@@ -143,7 +149,7 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     when the run reaches them, or now with --all-phases."""
     from bertcli.train.phases import build_phase_data
 
-    for result in build_phase_data(_recipe(recipe, set_, "build-data"), force=force, all_phases=all_phases):
+    for result in build_phase_data(_recipe(recipe, set_, "build-data", writes=True), force=force, all_phases=all_phases):
         _show(result)
 
 
@@ -159,7 +165,7 @@ def pretrain(
     save a checkpoint and exit with 128 + the signal number."""
     from bertcli.train.pipeline import run_pretrain
 
-    result = run_pretrain(_recipe(recipe, set_), resume=resume, force=force)
+    result = run_pretrain(_recipe(recipe, set_, writes=True), resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 
@@ -235,6 +241,24 @@ def predict_cmd(
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
+@finetune_app.command("squad")
+def finetune_squad(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+                                            "a `datasets` save_to_disk directory or parquet files."),
+    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    set_: Optional[List[str]] = SetOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+) -> None:
+    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
+    best model and predictions.json / nbest_predictions.json / null_odds.json."""
+    from bertcli.finetune.squad import run_squad
+
+    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+
+
 @finetune_app.command("ner")
 def finetune_ner(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
@@ -292,24 +316,6 @@ def features(
 
     extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                      id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
-
-
-@finetune_app.command("squad")
-def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                            "a `datasets` save_to_disk directory or parquet files."),
-    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
-) -> None:
-    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
-    best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli.finetune.squad import run_squad
-
-    run_squad(_recipe(recipe, set_), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
 
 
 def main(argv: list[str] | None = None) -> None:

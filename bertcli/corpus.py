@@ -38,10 +38,10 @@ from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import CorpusConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
-CORPUS_VERSION = 2  # 2: a lone document always goes to train
+CORPUS_VERSION = 3  # 2: a lone document always goes to train; 3: Chinese splitting and line joins
 INFO_FILE = "corpus_info.json"
 
 # ------------------------------------------------------------------------- sentence splitting
@@ -51,25 +51,43 @@ ABBREVIATIONS = frozenset(
     "est inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec al resp ca viz eq eqs "
     "sec ch pp u.s u.k a.m p.m ph.d gen col lt sgt rev gov".split())
 _CLOSERS = "\"'”’)]}»"
-_OPENERS = "\"'“‘([{«¿¡"
+_QUOTES_BEFORE_SENTENCE = "\"'“‘([{«¿¡"
 # Western end punctuation (then closing quotes/brackets) before whitespace; CJK end punctuation
-# (then closers) ends a sentence with or without a space after it.
+# 。！？ or an ellipsis ……, then closers (”’」』）...), ends a sentence with or without a space after
+# it, unless a comma-like mark follows (“好！”，他说 is one sentence); ASCII ! ? end one before an
+# ideograph.
+_CJK_CLOSERS = "」』”’）】〕〉》\"'"
+_CJK_END = re.compile(f"(?:[。！？｡]+|…{{2,}})[{_CJK_CLOSERS}]*(?![，、；：,;:{_CJK_CLOSERS}])"
+                      f"|[!?]+[{_CJK_CLOSERS}]*(?=[\u4e00-\u9fff])")
 _WESTERN_END = re.compile(r"[.!?…]+[" + re.escape(_CLOSERS) + r"]*(?=\s)")
-_CJK_END = re.compile(r"[。！？｡]+[」』”’）】〕〉》\"']*|[!?](?=[\u3000-\u9fff\uff00-\uffef])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_LINE_BREAK = re.compile(r"[^\S\n]*\n\s*")
+# Scripts written without spaces (CJK ideographs and punctuation, kana, full-width forms, curly
+# quotes): a line break between two of them joins the lines without a space.
+_NO_SPACE = re.compile("[\u2018-\u201d\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
 def split_sentences(text: str) -> list[str]:
     """Split running text into sentences: after . ! ? … when the next word does not start in
     lower case and the period does not end an abbreviation or an initial ("Dr. Smith", "J. R.
     Tolkien", "e.g. this"); decimals ("3.14") have no space and never split; after 。！？
-    always. Blank lines end a sentence; single newlines are reflowed."""
+    always (and after ……), closing quotes and brackets included: 。” ends, “好！”，他说 does
+    not; a line of verse split by ， stays whole. Blank lines end a sentence; single newlines are
+    reflowed (with no space between two Chinese characters, as hard-wrapped Chinese has none)."""
     out: list[str] = []
     for para in _PARAGRAPH.split(text):
-        para = " ".join(para.split())
+        para = " ".join(_reflow(para.strip()).split())
         if para:
             _split_paragraph(para, out)
     return out
+
+
+def _reflow(para: str) -> str:
+    def join(m: re.Match) -> str:
+        before, after = para[m.start() - 1: m.start()], para[m.end(): m.end() + 1]
+        return "" if _NO_SPACE.match(before) and _NO_SPACE.match(after) else " "
+
+    return _LINE_BREAK.sub(join, para) if "\n" in para else para
 
 
 def _split_paragraph(text: str, out: list[str]) -> None:
@@ -90,14 +108,14 @@ def _split_paragraph(text: str, out: list[str]) -> None:
 
 def _ends_sentence(text: str, start: int, end: int) -> bool:
     nxt = end
-    while nxt < len(text) and (text[nxt].isspace() or text[nxt] in _OPENERS):
+    while nxt < len(text) and (text[nxt].isspace() or text[nxt] in _QUOTES_BEFORE_SENTENCE):
         nxt += 1
     if nxt >= len(text) or text[nxt].islower():
         return False
     if text[start:end].rstrip(_CLOSERS) != ".":
         return True  # ! ? ... and ?! end sentences without further checks
     word_start = text.rfind(" ", 0, start) + 1
-    word = text[word_start:start].lstrip(_OPENERS).lower()
+    word = text[word_start:start].lstrip(_QUOTES_BEFORE_SENTENCE).lower()
     if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return False
     return True
@@ -192,14 +210,15 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
     cfg = recipe.corpus
     resolved = resolve_sources(cfg)
     path = corpus_dir(recipe, resolved)
-    if is_complete(path) and not force:
-        return StageResult("corpus", path, True, summary_rows(corpus_info(path)))
-    start = time.perf_counter()
-    with building(path, recipe) as tmp:
-        info = _write(cfg, resolved, tmp, recipe.source)
-        info["seconds"] = round(time.perf_counter() - start, 3)
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
-    return StageResult("corpus", path, False, summary_rows(info))
+    with stage_guard(path, "corpus"):
+        if is_complete(path) and not force:
+            return StageResult("corpus", path, True, corpus_summary_rows(corpus_info(path)))
+        start = time.perf_counter()
+        with building(path, recipe) as tmp:
+            info = _write(cfg, resolved, tmp, recipe.source)
+            info["seconds"] = round(time.perf_counter() - start, 3)
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+        return StageResult("corpus", path, False, corpus_summary_rows(info))
 
 
 def load_corpus(recipe: Recipe) -> "datasets.DatasetDict":  # noqa: F821
@@ -213,7 +232,7 @@ def corpus_info(path: Path) -> dict:
     return json.loads((Path(path) / INFO_FILE).read_text(encoding="utf-8"))
 
 
-def summary_rows(info: dict) -> list[tuple[str, object]]:
+def corpus_summary_rows(info: dict) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     rows = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
             ("sentences", f"{t['sentences']:,} train / {v['sentences']:,} validation"),

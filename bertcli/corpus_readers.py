@@ -2,7 +2,7 @@
 
 Every reader streams: text is read line by line with a bounded `readline`, so one giant line
 (a 50 MB file without newlines) is reported instead of filling memory; tabular files are read
-in record batches. A reader yields `Doc`s, either already one sentence per item (Google BERT's
+in record batches. A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google BERT's
 format) or as text still to be split into sentences; `corpus.py` does the rest.
 """
 
@@ -15,6 +15,7 @@ import gzip
 import json
 import lzma
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
@@ -23,7 +24,7 @@ from bertcli import builtin_corpus
 from bertcli.errors import UserError
 from bertcli.sections import CorpusConfig, SourceConfig
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+_DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _FORMATS = {".txt": "text", ".text": "text", ".raw": "text", ".jsonl": "jsonl", ".ndjson": "jsonl",
             ".json": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
 # A document of Google-format text longer than this (a file without blank lines) is cut into
@@ -33,7 +34,7 @@ JSON_ARRAY_MAX_BYTES = 256 * 1024 * 1024  # .json arrays are parsed whole; bigge
 
 
 @dataclass
-class Doc:
+class RawDoc:
     sentences: list[str] | None = None  # one sentence per item (sentence layout)
     text: str | None = None  # to be split into sentences (paragraphs separated by blank lines)
 
@@ -136,7 +137,7 @@ def _dir_files(d: Path) -> list[Path]:
 def _suffix(p: Path) -> tuple[str, str]:
     """(format suffix, compression suffix), e.g. ('.jsonl', '.gz') for x.jsonl.gz."""
     suffixes = [s.lower() for s in p.suffixes]
-    comp = suffixes[-1] if suffixes and suffixes[-1] in _OPENERS else ""
+    comp = suffixes[-1] if suffixes and suffixes[-1] in _DECOMPRESSORS else ""
     rest = suffixes[:-1] if comp else suffixes
     return (rest[-1] if rest else ""), comp
 
@@ -149,7 +150,72 @@ def file_format(src: SourceConfig, p: Path) -> str:
 
 # ----------------------------------------------------------------------------- line reading
 def open_binary(p: Path) -> IO[bytes]:
-    return _OPENERS.get(_suffix(p)[1], open)(p, "rb")
+    """The file's bytes, decompressed for .gz/.bz2/.xz: a damaged or truncated compressed file
+    is one UserError naming it and where reading stopped (see _Decompressed)."""
+    opener = _DECOMPRESSORS.get(_suffix(p)[1])
+    if opener is None:
+        return open(p, "rb")
+    raw = open(p, "rb")
+    try:
+        return _Decompressed(p, raw, opener(raw, "rb"))
+    except BaseException:
+        raw.close()
+        raise
+
+
+# what the decompressors raise on damaged or truncated input
+_DAMAGED = (EOFError, OSError, lzma.LZMAError, zlib.error)
+
+
+class _Decompressed:
+    """A decompressing reader that turns the decompressors' errors into one message: the file,
+    the line reading stopped in (for line reads), the uncompressed byte offset reached and the
+    compressed byte offset read."""
+
+    def __init__(self, path: Path, raw: IO[bytes], f: IO[bytes]):
+        self.path, self.raw, self.f, self.lines, self.offset = path, raw, f, 0, 0
+
+    def _fail(self, e: BaseException) -> UserError:
+        kind = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[_suffix(self.path)[1]]
+        cause = "it ends before the compressed stream does (truncated)" if isinstance(e, EOFError) else \
+            f"its {kind} data is damaged ({e})"
+        at = f"line {self.lines + 1}, " if self.lines else ""
+        where = f"{self.path}:{self.lines + 1}" if self.lines else str(self.path)
+        return UserError(f"cannot read {self.path.name}: {cause}; reading stopped at {at}uncompressed byte "
+                         f"{self.offset:,} (compressed byte {self.raw.tell():,} of {self.path.stat().st_size:,})",
+                         where=where,
+                         fix=f"check the file with `{kind} -t {self.path}`; download or copy it again, or remove "
+                             "it from corpus.sources")
+
+    def readline(self, limit: int = -1) -> bytes:
+        try:
+            line = self.f.readline(limit)
+        except _DAMAGED as e:
+            raise self._fail(e) from None
+        self.offset += len(line)
+        if line.endswith(b"\n"):
+            self.lines += 1
+        return line
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            data = self.f.read(n)
+        except _DAMAGED as e:
+            raise self._fail(e) from None
+        self.offset += len(data)
+        return data
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        finally:
+            self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def read_lines(p: Path, cfg: CorpusConfig, stats: ReadStats, what: str = "line") -> Iterator[tuple[int, str]]:
@@ -208,11 +274,11 @@ def _raise_bad_utf8(p: Path, f: IO[bytes], lineno: int, e: UnicodeDecodeError, l
 
 
 # ---------------------------------------------------------------------------------- readers
-def read_source(r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def read_source(r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     """The raw documents of one resolved source, in order."""
     if r.kind == "builtin":
         for _name, text in builtin_corpus.iter_documents():
-            yield Doc(text=text)
+            yield RawDoc(text=text)
     elif r.kind == "hub":
         yield from _read_hub(r)
     elif r.kind == "saved":
@@ -225,12 +291,12 @@ def read_source(r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Do
             yield from reader(p, r, cfg, stats)
 
 
-def _read_text(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def _read_text(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     lines = read_lines(p, cfg, stats)
     if r.src.layout == "documents":
         for _, line in lines:
             if line.strip():
-                yield Doc(text=line)
+                yield RawDoc(text=line)
         return
     doc: list[str] = []
     size = 0
@@ -238,20 +304,20 @@ def _read_text(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Ite
         line = line.strip()
         if not line:
             if doc:
-                yield Doc(sentences=doc)
+                yield RawDoc(sentences=doc)
                 doc, size = [], 0
             continue
         doc.append(line)
         size += len(line)
         if size > MAX_DOCUMENT_CHARS:
             stats.documents_cut += 1
-            yield Doc(sentences=doc)
+            yield RawDoc(sentences=doc)
             doc, size = [], 0
     if doc:
-        yield Doc(sentences=doc)
+        yield RawDoc(sentences=doc)
 
 
-def _record_doc(rec, r: Resolved, where: str) -> Doc | None:
+def _record_doc(rec, r: Resolved, where: str) -> RawDoc | None:
     """A document from one record: its text field holds a string, or a list of sentences."""
     key = r.src.text_field
     if not isinstance(rec, dict):
@@ -261,13 +327,13 @@ def _record_doc(rec, r: Resolved, where: str) -> Doc | None:
     return _value_doc(rec[key], key, where)
 
 
-def _value_doc(value, key: str, where: str) -> Doc | None:
+def _value_doc(value, key: str, where: str) -> RawDoc | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return Doc(text=value)
+        return RawDoc(text=value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return Doc(sentences=[v.strip() for v in value])
+        return RawDoc(sentences=[v.strip() for v in value])
     raise UserError(f"field {key!r} holds {type(value).__name__}, not text", where=where,
                     fix="point corpus.sources[].text_field at a text column (a string or a list of strings)")
 
@@ -278,7 +344,7 @@ def _missing_field(key: str, columns, where: str, r: Resolved) -> UserError:
                      fix=f"set {r.key}.text_field to the column holding the text")
 
 
-def _read_jsonl(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def _read_jsonl(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     for lineno, line in read_lines(p, cfg, stats, what="record"):
         if not line.strip():
             continue
@@ -304,7 +370,7 @@ def _is_json_lines(p: Path, limit: int, key: str) -> bool:
     return isinstance(rec, dict) and key in rec
 
 
-def _read_json(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def _read_json(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     """A .json file: JSON lines, an array of objects, or an object with one list of objects."""
     if _is_json_lines(p, cfg.max_line_bytes, r.src.text_field):
         yield from _read_jsonl(p, r, cfg, stats)
@@ -343,7 +409,7 @@ def _read_json(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Ite
             yield doc
 
 
-def _read_csv(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def _read_csv(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     delimiter = "\t" if _suffix(p)[0] == ".tsv" else ","
     csv.field_size_limit(cfg.max_line_bytes)
     # csv needs the newlines back to parse quoted fields that span lines
@@ -358,13 +424,13 @@ def _read_csv(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iter
         col = header.index(key)
         for row in reader:
             if len(row) > col and row[col].strip():
-                yield Doc(text=row[col])
+                yield RawDoc(text=row[col])
     except csv.Error as e:
         raise UserError(f"malformed CSV: {e}", where=f"{p}:{reader.line_num}",
                         fix="check the quoting on that line; fields over corpus.max_line_bytes are refused")
 
 
-def _read_parquet(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[Doc]:
+def _read_parquet(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> Iterator[RawDoc]:
     import pyarrow.parquet as pq
 
     try:
@@ -381,7 +447,7 @@ def _read_parquet(p: Path, r: Resolved, cfg: CorpusConfig, stats: ReadStats) -> 
                 yield doc
 
 
-def _read_dataset(ds, r: Resolved, where: str) -> Iterator[Doc]:
+def _read_dataset(ds, r: Resolved, where: str) -> Iterator[RawDoc]:
     key = r.src.text_field
     if key not in ds.column_names:
         raise _missing_field(key, ds.column_names, where, r)
@@ -392,7 +458,7 @@ def _read_dataset(ds, r: Resolved, where: str) -> Iterator[Doc]:
                 yield doc
 
 
-def _read_saved(r: Resolved) -> Iterator[Doc]:
+def _read_saved(r: Resolved) -> Iterator[RawDoc]:
     import datasets
 
     ds = datasets.load_from_disk(r.src.path)
@@ -404,7 +470,7 @@ def _read_saved(r: Resolved) -> Iterator[Doc]:
     yield from _read_dataset(ds, r, r.src.path)
 
 
-def _read_hub(r: Resolved) -> Iterator[Doc]:
+def _read_hub(r: Resolved) -> Iterator[RawDoc]:
     from bertcli.hub import load_hub
 
     s = r.src

@@ -9,6 +9,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Iterable
 
 
@@ -43,3 +44,12 @@ def did_you_mean(word: str, choices: Iterable[str], prefix: str = "") -> str:
     if len(choices) <= 12:
         return "; valid: " + ", ".join(prefix + c for c in choices)
     return ""
+
+
+def require_finite(value: float, what: str, where: str | None = None) -> float:
+    """`value` when it is a finite number; a UserError naming `what` and `where` for nan and inf
+    (a NaN label or setting would otherwise be trained on, or skipped, without a word)."""
+    if not math.isfinite(value):
+        raise UserError(f"{what} is {value}, not a finite number", where=where,
+                        fix="fix or remove that value: labels and settings must be finite numbers")
+    return value

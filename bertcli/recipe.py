@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ class Recipe:
     cache_dir: Optional[str] = field(default=None, metadata={"hash": False})
     """Where cached stages (corpus, tokenizer, data) go, to share them between recipes.
     Default: output_dir."""
-    seed: int = 42
+    seed: int = field(default=42, metadata={"ge": 0})
     """Seed for every random choice: data building, masking, initialization, dropout, order."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     """Text sources and the validation split."""
@@ -269,7 +270,7 @@ def build(cls: type, raw: Any, path: str, ctx: _Ctx):
         full = f"{path}{name}"
         if name in raw:
             kwargs[name] = coerce(raw[name], hints[name], full, ctx)
-            _check_bounds(kwargs[name], f, full, ctx)
+            check_value(kwargs[name], f, full, ctx.at(full))
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise UserError(f"{full}: required key is missing", where=ctx.at(path.rstrip(".")))
     return cls(**kwargs)
@@ -291,7 +292,18 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
         inner = [a for a in args if a is not type(None)]
         if value is None:
             raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path))
-        return coerce(value, inner[0], path, ctx)
+        for alternative in inner[:-1]:        # e.g. int | "auto": the first kind that takes the value
+            try:
+                return coerce(value, alternative, path, ctx)
+            except UserError:
+                pass
+        try:
+            return coerce(value, inner[-1], path, ctx)
+        except UserError as e:
+            if len(inner) == 1:
+                raise
+            raise UserError(f"{path}: expected {' or '.join(_pretty_type(a) for a in inner)}, got {_describe(value)}",
+                            where=ctx.at(path)) from e
     if dataclasses.is_dataclass(tp):
         return build(tp, value, path + ".", ctx)
     if origin is Literal:
@@ -348,15 +360,44 @@ def _as_number(value: Any) -> float | int | None:
     return None
 
 
-def _check_bounds(value: Any, f: dataclasses.Field, path: str, ctx: _Ctx) -> None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+_BOUNDS = (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"), ("le", lambda v, b: v <= b, "<="))
+
+
+def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None:
+    """The one check every number of every section goes through (at load time with the line of
+    the key, and again on the resolved recipe): finite, and within the field's declared bounds
+    (`ge` / `gt` / `le` metadata). A nan compares false with every bound, so finiteness comes
+    first: an unbounded float must not let nan or inf through either."""
+    if isinstance(value, dict):
+        numbers = [(f"{path}.{k}", v) for k, v in value.items()]
+    else:
+        numbers = [(path, v) for v in (value if isinstance(value, list) else [value])]
+    for path, v in numbers:
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"{path}: must be a finite number, got {v}", where=where,
+                            fix="nan and inf are not settings; give a number")
+        for key, ok, word in _BOUNDS:
+            bound = f.metadata.get(key)
+            if bound is not None and not ok(v, bound):
+                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where)
+
+
+def check_values(obj: Any, prefix: str, where: str) -> None:
+    """check_value on every field of a section tree (lists and mappings of sections included):
+    values filled in by `resolve` or set from Python get the checks that loading gave the rest."""
+    if not dataclasses.is_dataclass(obj):
         return
-    m = f.metadata
-    for key, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
-                          ("le", lambda v, b: v <= b, "<=")):
-        bound = m.get(key)
-        if bound is not None and not ok(value, bound):
-            raise UserError(f"{path}: must be {word} {bound}, got {value}", where=ctx.at(path))
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("internal"):
+            continue
+        value, path = getattr(obj, f.name), f"{prefix}{f.name}"
+        check_value(value, f, path, where)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for k, v in items:
+            check_values(v, f"{path}.{k}." if isinstance(value, dict) else f"{path}[{k}].", where)
+        check_values(value, path + ".", where)
 
 
 def _describe(value: Any) -> str:
@@ -400,6 +441,7 @@ def validate(r: Recipe) -> None:
     def fail(what, fix=None):
         raise UserError(what, where=where, fix=fix)
 
+    check_values(r, "", where)
     if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
         from bertcli import console
 
@@ -446,7 +488,7 @@ def validate(r: Recipe) -> None:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:
         fail("data.ngram > 1 selects spans of whole words and needs data.whole_word: true")
-    if tr.micro_batch_size is not None and tr.batch_size % tr.micro_batch_size:
+    if isinstance(tr.micro_batch_size, int) and tr.batch_size % tr.micro_batch_size:
         fail(f"train.batch_size {tr.batch_size} is not a multiple of train.micro_batch_size "
              f"{tr.micro_batch_size}", "gradient accumulation needs a whole number of micro-batches")
     if tr.precision == "fp16" and tr.device == "cpu":
@@ -523,7 +565,7 @@ def _pretty_type(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _pretty_type(inner[0]) + " | null"
+        return " | ".join(_pretty_type(a) for a in inner) + (" | null" if type(None) in args else "")
     if origin is Literal:
         return " | ".join(map(str, args))
     if origin is list:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from tokenizers import AddedToken, Tokenizer
 
@@ -43,19 +43,6 @@ class WordPieceSeed:
 
     alphabet: list[str]         # the kept characters (passed as initial_alphabet, limit = its length)
     continuations: list[str]    # `##c` pieces, in code-point order
-
-
-def normalized_counts(tok: Tokenizer, sentence_batches: Iterable[list[str]]) -> dict[str, int]:
-    """{character: occurrences} of the text as the trainer sees it (after the normalizer,
-    whitespace left out). The normalizer runs on whole batches, in Rust."""
-    from collections import Counter
-
-    counts: Counter = Counter()
-    norm = tok.normalizer
-    for batch in sentence_batches:
-        text = "\n".join(batch)
-        counts.update(norm.normalize_str(text) if norm is not None else text)
-    return {c: n for c, n in counts.items() if not c.isspace()}
 
 
 def wordpiece_seed(counts: dict[str, int], limit: int, can_continue: Callable[[str], bool]) -> WordPieceSeed:

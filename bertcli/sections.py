@@ -3,25 +3,32 @@
 by `recipe.resolve`, so the recipe saved next to every output holds concrete values only.
 
 Field metadata: `ge`/`gt`/`le` bound numbers; `hash=False` marks settings that do not change a
-stage's output (e.g. number of processes) and so do not invalidate its cache.
+stage's output (e.g. number of processes) and so do not invalidate its cache. Every number
+field declares its range with `num` (a count or interval used as a divisor is `ge=1`); whatever
+the bounds, a float setting must be finite (nan and inf are refused for every field, in
+`recipe.check_value`), and tests check that no numeric field is left without a range.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
 
 
-def num(default, *, ge=None, gt=None, le=None, hash=True):
+def num(default, *, ge=None, gt=None, le=None, hash=True, signed=False):
     """A field with numeric bounds checked at load time; hash=False keeps it out of the stage
-    cache keys (settings that do not change what a stage writes)."""
-    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash})
+    cache keys (settings that do not change what a stage writes); signed=True declares that any
+    finite number is meaningful (a threshold, an offset), so it has no lower bound on purpose."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash, "signed": signed})
 
 
-def nohash(default):
-    """A field that does not change what a stage writes (excluded from its cache key)."""
+def nohash(default, **bounds):
+    """A field that does not change what a stage writes (excluded from its cache key); numbers
+    give their bounds as `num` does."""
+    if bounds:
+        return num(default, hash=False, **bounds)
     return field(default=default, metadata={"hash": False})
 
 
@@ -90,9 +97,12 @@ class TokenizerConfig:
     SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
     min_frequency: int = num(2, ge=1)
     """Pieces seen fewer times than this are not added to the vocabulary."""
-    limit_alphabet: int = num(1000, ge=1)
-    """WordPiece: at most this many distinct characters (the most frequent) in the initial
-    alphabet; rarer ones become [UNK]. Byte-level BPE always keeps its 256 bytes."""
+    limit_alphabet: Union[Literal["auto"], int] = num("auto", ge=1)
+    """WordPiece: the characters of the initial alphabet; others become [UNK]. `auto`: every
+    character seen at least `min_frequency` times (Chinese text needs thousands), and never fewer
+    than the 1,000 most frequent (the `tokenizers` default; characters tied with the last are
+    kept too). A number: at most that many, the most frequent. Byte-level BPE always keeps its
+    256 bytes; Unigram keeps every character."""
     max_piece_length: int = num(16, ge=1)
     """Unigram: longest piece, in characters."""
     sample_documents: Optional[int] = num(None, ge=1)
@@ -276,9 +286,13 @@ class TrainConfig:
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
-    """Sequences per forward/backward on one process; the rest is gradient accumulation.
-    Default: batch_size / number of processes. Does not change the result (up to rounding)."""
+    micro_batch_size: Union[int, Literal["auto"], None] = num("auto", ge=1, hash=False)
+    """Sequences per forward/backward on one process; the rest is gradient accumulation. `auto`:
+    the largest divisor of batch_size / processes that fits the device's free memory (CPU: the
+    kernel's MemAvailable and RLIMIT_AS) at data.max_seq_length, measured by probe forward passes;
+    the choice is logged. null: the whole per-process batch. A size that cannot fit stops before
+    the first step, naming the memory needed and available. Does not change the result (up to
+    rounding)."""
     grad_clip: Optional[float] = num(1.0, gt=0.0)
     """Clip the global gradient norm to this (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -289,14 +303,14 @@ class TrainConfig:
     """Wrap the model in torch.compile."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
-    log_every: int = nohash(10)
+    log_every: int = nohash(10, ge=1)
     """Log metrics every N steps."""
     eval_every: int = num(1000, ge=1)
     """Validate on the held-out split every N steps (and at the end)."""
     eval_batches: Optional[int] = num(50, ge=1)
     """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
     the held-out split (null: the whole validation split)."""
-    save_every: int = nohash(1000)
+    save_every: int = nohash(1000, ge=1)
     """Write a checkpoint every N steps (and at the end)."""
     keep_last: int = num(3, ge=1, hash=False)
     """Keep the newest N step checkpoints (final/ is always kept)."""
@@ -329,6 +343,44 @@ class TaskOverrides:
     """Overrides finetune.warmup_ratio for this task."""
     weight_decay: Optional[float] = num(None, ge=0.0)
     """Overrides finetune.weight_decay for this task."""
+
+
+@dataclass
+class SquadConfig:
+    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings."""
+
+    learning_rate: Optional[float] = num(3e-5, gt=0.0)
+    """Peak learning rate (Google BERT's run_squad.py README: 3e-5; null: finetune.learning_rate)."""
+    epochs: Optional[float] = num(2.0, gt=0.0)
+    """Passes over the training windows (null: finetune.epochs)."""
+    batch_size: Optional[int] = num(32, ge=1)
+    """Windows per optimizer step (null: finetune.batch_size)."""
+    max_seq_length: Optional[int] = num(384, ge=8)
+    """Tokens per window: question, context slice and special tokens (null: finetune.max_seq_length)."""
+    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    """Overrides finetune.warmup_ratio (run_squad.py: 0.1)."""
+    weight_decay: Optional[float] = num(None, ge=0.0)
+    """Overrides finetune.weight_decay."""
+    doc_stride: int = num(128, ge=1)
+    """Tokens between the starts of consecutive windows over a long context (Google BERT's
+    meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
+    max_query_length: int = num(64, ge=1)
+    """Questions are cut to this many tokens; only the context is windowed."""
+    n_best: int = num(20, ge=1)
+    """Start and end candidates per window, and entries per question in nbest_predictions.json."""
+    max_answer_length: int = num(30, ge=1)
+    """Longest answer in tokens."""
+    null_threshold: float = num(0.0, signed=True)
+    """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
+    null_score_diff_threshold; results.json reports the best threshold on dev too)."""
+    bad_answers: Literal["error", "repair", "skip"] = "error"
+    """An answer_start that does not point at its answer text: `error` names the question;
+    `repair` moves it to the nearest occurrence of the text in the context (left out when there
+    is none); `skip` leaves the answer out. A question left without answers is left out."""
+    scoring: Literal["auto", "words", "chars"] = "auto"
+    """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
+    cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the
+    longest common run); `auto` picks chars when the dev contexts have almost no spaces."""
 
 
 @dataclass
@@ -390,40 +442,6 @@ class NerConfig:
     """A tag sequence invalid for its scheme (IOB2: I-X after O): `repair` rewrites it validly
     with the same entities (conlleval's reading) and reports how many were repaired; `error`
     stops at the first."""
-
-
-@dataclass
-class SquadConfig:
-    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings."""
-
-    learning_rate: Optional[float] = num(3e-5, gt=0.0)
-    """Peak learning rate (Google BERT's run_squad.py README: 3e-5; null: finetune.learning_rate)."""
-    epochs: Optional[float] = num(2.0, gt=0.0)
-    """Passes over the training windows (null: finetune.epochs)."""
-    batch_size: Optional[int] = num(32, ge=1)
-    """Windows per optimizer step (null: finetune.batch_size)."""
-    max_seq_length: Optional[int] = num(384, ge=8)
-    """Tokens per window: question, context slice and special tokens (null: finetune.max_seq_length)."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
-    """Overrides finetune.warmup_ratio (run_squad.py: 0.1)."""
-    weight_decay: Optional[float] = num(None, ge=0.0)
-    """Overrides finetune.weight_decay."""
-    doc_stride: int = num(128, ge=1)
-    """Tokens between the starts of consecutive windows over a long context (Google BERT's
-    meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
-    max_query_length: int = num(64, ge=1)
-    """Questions are cut to this many tokens; only the context is windowed."""
-    n_best: int = num(20, ge=1)
-    """Start and end candidates per window, and entries per question in nbest_predictions.json."""
-    max_answer_length: int = num(30, ge=1)
-    """Longest answer in tokens."""
-    null_threshold: float = 0.0
-    """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
-    null_score_diff_threshold; results.json reports the best threshold on dev too)."""
-    scoring: Literal["auto", "words", "chars"] = "auto"
-    """EM/F1 as the official SQuAD scripts (normalized words), or `chars` as CMRC 2018's
-    cmrc2018_evaluate.py for text without spaces (each Chinese character a segment, F1 from the
-    longest common run); `auto` picks chars when the dev contexts have almost no spaces."""
 
 
 @dataclass

@@ -63,6 +63,25 @@ def building(final: Path, recipe: Recipe) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def stage_guard(path: Path, name: str) -> Iterator[None]:
+    """Around checking and building the stage `name` at `path`: hold its lock (another process
+    building the same stage is waited for; its result is then found complete), and on Ctrl-C
+    say what was interrupted. Use: `with stage_guard(path, "tokenizer"): reuse or build`."""
+    from bertcli import console
+    from bertcli.locks import stage_lock
+    from bertcli.testhooks import pause_point
+
+    try:
+        with stage_lock(path, f"the {name} stage"):
+            pause_point(f"build-{name}")  # tests hold the build here, holding the lock
+            yield
+    except KeyboardInterrupt:
+        console.log(f"interrupted while building the {name} stage ({path}): nothing of it was kept, "
+                    "the next run builds that stage again")
+        raise
+
+
 def write_atomic(path: Path, write) -> Path:
     """`write(tmp)` to a temporary name next to `path`, then rename it to `path`: a half-written
     file never exists under the real name."""

@@ -5,7 +5,8 @@ place the test chooses instead of racing it with sleeps.
 `train-step-13`: before training step 13; `build-tokenizer`: inside the tokenizer stage's
 temporary directory, holding its lock). There it writes its PID into the file named by
 `BERTCLI_TEST_PAUSED_FILE` (temp name + rename, so the test never reads half a file) and waits
-until `until()` is true (e.g. a signal arrived) or the process is killed. Unset, a pause point
+until `until()` is true (e.g. a signal arrived), the file named by `BERTCLI_TEST_RELEASE_FILE`
+exists, or the process is killed. Unset, a pause point
 costs one dictionary look-up. Nothing in normal use sets these variables.
 """
 
@@ -18,6 +19,7 @@ from typing import Callable, Optional
 
 PAUSE_ENV = "BERTCLI_TEST_PAUSE"
 PAUSED_FILE_ENV = "BERTCLI_TEST_PAUSED_FILE"
+RELEASE_FILE_ENV = "BERTCLI_TEST_RELEASE_FILE"
 
 
 def pause_point(name: str, until: Optional[Callable[[], bool]] = None) -> None:
@@ -31,5 +33,6 @@ def pause_point(name: str, until: Optional[Callable[[], bool]] = None) -> None:
         os.replace(tmp, marker)
     # Polling, not a timing assumption: the wait lasts as long as the test wants. A signal
     # handler that raises (SIGINT -> KeyboardInterrupt) interrupts the sleep.
-    while not (until is not None and until()):
+    release = os.environ.get(RELEASE_FILE_ENV)
+    while not (until is not None and until()) and not (release and os.path.exists(release)):
         time.sleep(0.02)

@@ -40,13 +40,14 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bertcli import console, reproducible
+from bertcli.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
 from bertcli.errors import UserError
 from bertcli.model.families import FAMILIES, family_spec
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2  # 2: reproducible training (bertcli/reproducible.py)
 INFO_FILE = "tokenizer_info.json"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 # token per role, in vocabulary order (the order is the id): each family's set (FamilySpec.special_tokens)
@@ -127,18 +128,25 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
     return steps
 
 
-def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None):
-    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py)."""
+def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None,
+                limit_alphabet: int | None = None):
+    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py);
+    without it `limit_alphabet` (alphabet_limit's resolved number) or the recipe's number."""
     specials = special_tokens(cfg.special_tokens)
+    explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
     if cfg.kind == "wordpiece":
+        limit = limit_alphabet or explicit
         extra = dict(initial_alphabet=seed.alphabet, limit_alphabet=len(seed.alphabet)) if seed else \
-            dict(limit_alphabet=cfg.limit_alphabet)
+            ({} if limit is None else {"limit_alphabet": limit})
         return trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
                                          special_tokens=specials + (reproducible.seed_tokens(seed) if seed else []),
                                          continuing_subword_prefix="##", show_progress=show_progress, **extra)
     if cfg.kind == "bpe":
+        # the 256 byte symbols are the whole alphabet after the ByteLevel pre-tokenizer: no limit
+        # cuts them (`auto` passes none; the trainers reject an explicit None)
         return trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                   special_tokens=specials, limit_alphabet=max(cfg.limit_alphabet, 256),
+                                   special_tokens=specials,
+                                   **({} if explicit is None else {"limit_alphabet": max(explicit, 256)}),
                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                    show_progress=show_progress)
     return trainers.UnigramTrainer(vocab_size=cfg.vocab_size, special_tokens=specials,
@@ -158,7 +166,8 @@ def add_post_processor(tok: Tokenizer, set_name: str) -> None:
 
 
 # ------------------------------------------------------------------------- vocabulary check
-def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str) -> tuple[int, str]:
+def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str,
+                       limit: int | None = None) -> tuple[int, str]:
     """The smallest vocabulary the trainer can produce for this alphabet, and how it was counted."""
     n_special = len(SPECIAL_TOKENS[cfg.special_tokens])
     chars = set(tok.normalizer.normalize_str(alphabet)) if tok.normalizer else set(alphabet)
@@ -168,14 +177,15 @@ def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str) -> t
     if cfg.kind == "unigram":
         return (n_special + len(chars) + 1,
                 f"{n_special} special tokens + {len(chars):,} distinct characters in the corpus + `▁`")
-    kept = min(len(chars), cfg.limit_alphabet)
+    limit = limit or (len(chars) if cfg.limit_alphabet == "auto" else cfg.limit_alphabet)
+    kept = min(len(chars), limit)
     # characters that can continue a word also need their `##` form; punctuation (and CJK when
     # split) always stands alone
     inner = sum(1 for c in chars if not _is_punctuation(c) and not (cfg.split_cjk and CJK_CHAR.match(c)))
     cont = min(kept, inner)
     return (n_special + kept + cont,
             f"{n_special} special tokens + {kept:,} characters (of {len(chars):,} distinct in the corpus, "
-            f"tokenizer.limit_alphabet {cfg.limit_alphabet:,}) + about {cont:,} of their `##` continuations")
+            f"tokenizer.limit_alphabet {cfg.limit_alphabet}) + about {cont:,} of their `##` continuations")
 
 
 def _is_punctuation(c: str) -> bool:
@@ -184,12 +194,13 @@ def _is_punctuation(c: str) -> bool:
         unicodedata.category(c).startswith("P")
 
 
-def check_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str, where: str) -> None:
-    need, how = minimum_vocab_size(cfg, tok, alphabet)
+def check_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str, where: str,
+                     limit: int | None = None) -> None:
+    need, how = minimum_vocab_size(cfg, tok, alphabet, limit)
     if cfg.vocab_size < need:
         fix = f"set tokenizer.vocab_size to at least {need:,} (useful sizes are in the thousands: 8k-50k)"
         if cfg.kind == "wordpiece":
-            fix += ", or lower tokenizer.limit_alphabet to keep fewer rare characters"
+            fix += ", or set tokenizer.limit_alphabet to a number to keep fewer rare characters"
         raise UserError(f"tokenizer.vocab_size {cfg.vocab_size:,} is smaller than the {need:,} tokens the "
                         f"trainer must keep: {how}", where=where, fix=fix)
 
@@ -224,14 +235,23 @@ def iter_encoded(tok: Tokenizer, ds, batch_documents: int = 1000):
         yield bare.encode_batch(batch, add_special_tokens=False)
 
 
-def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str) -> Tokenizer:
-    """Train on the `sentences` column of a corpus split (a datasets.Dataset)."""
+def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str,
+                    stats: dict | None = None) -> Tokenizer:
+    """Train on the `sentences` column of a corpus split (a datasets.Dataset). WordPiece fills
+    `stats` (when given) with the training text's character counts and the alphabet kept."""
     if cfg.sample_documents is not None and cfg.sample_documents < len(ds):
         ds = ds.select(range(cfg.sample_documents))
         alphabet = _alphabet_of(ds)
     tok = new_tokenizer(cfg)
-    check_vocab_size(cfg, tok, alphabet, where)
-    seed = _wordpiece_seed(cfg, tok, ds, alphabet) if cfg.kind == "wordpiece" else None
+    limit = seed = None
+    if cfg.kind == "wordpiece":
+        counts = character_counts(tok, _sentence_batches(ds, _NoBar()))
+        limit = alphabet_limit(cfg.limit_alphabet, cfg.min_frequency, counts)
+        if stats is not None:
+            stats.update(counts=counts, alphabet=alphabet_stats(cfg.limit_alphabet, cfg.min_frequency, counts, limit))
+        seed = reproducible.wordpiece_seed(counts, limit, lambda c: not _is_punctuation(c) and
+                                           not (cfg.split_cjk and CJK_CHAR.match(c)))
+    check_vocab_size(cfg, tok, alphabet, where, limit)
     trainer = new_trainer(cfg, show_progress=False, seed=seed)
     def batches(bar):
         yield from _sentence_batches(ds, bar)
@@ -241,18 +261,7 @@ def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str) -> Toke
         tok.train_from_iterator(batches(bar), trainer=trainer, length=len(ds))
     tok = reproducible.canonical(tok, cfg.kind, seed)
     add_post_processor(tok, cfg.special_tokens)
-    return tok
-
-
-def _wordpiece_seed(cfg: TokenizerConfig, tok: Tokenizer, ds, alphabet: str) -> reproducible.WordPieceSeed:
-    """The alphabet and `##` pieces WordPiece trains with. The characters are counted only when
-    the limit cuts the alphabet: otherwise every one is kept."""
-    chars = {c for c in (tok.normalizer.normalize_str(alphabet) if tok.normalizer else alphabet) if not c.isspace()}
-    counts = dict.fromkeys(chars, 1)
-    if len(chars) > cfg.limit_alphabet:
-        counts = reproducible.normalized_counts(tok, _sentence_batches(ds, _NoBar()))
-    return reproducible.wordpiece_seed(counts, cfg.limit_alphabet, lambda c: not _is_punctuation(c) and
-                                       not (cfg.split_cjk and CJK_CHAR.match(c)))
+    return readable_scores(tok)
 
 
 def _alphabet_of(ds) -> str:
@@ -268,15 +277,19 @@ class _NoBar:
         pass
 
 
-def evaluate(tok: Tokenizer, unk_id: int, ds) -> dict:
+def measure_unk_rate(tok: Tokenizer, unk_id: int, ds, causes: UnkCauses | None = None) -> dict:
     """UNK rate and tokens per word on (up to EVAL_MAX_SENTENCES sentences of) a split; words are
-    whitespace-separated runs, each CJK ideograph counting as one word."""
+    whitespace-separated runs, each CJK ideograph counting as one word. `causes` is told about
+    every sentence holding an [UNK]."""
     tokens = unks = words = sentences = 0
     for batch in _sentence_batches(ds, _NoBar()):
         batch = batch[: EVAL_MAX_SENTENCES - sentences]
-        for enc in tok.encode_batch(batch, add_special_tokens=False):
+        for text, enc in zip(batch, tok.encode_batch(batch, add_special_tokens=False)):
             tokens += len(enc.ids)
-            unks += enc.ids.count(unk_id)
+            n_unk = enc.ids.count(unk_id)
+            unks += n_unk
+            if n_unk and causes is not None:
+                causes.add(text, enc)
         words += sum(len(_WORDS.findall(s)) for s in batch)
         sentences += len(batch)
         if sentences >= EVAL_MAX_SENTENCES:
@@ -286,9 +299,27 @@ def evaluate(tok: Tokenizer, unk_id: int, ds) -> dict:
 
 
 # ------------------------------------------------------------------------------- HF files
+def readable_scores(tok: Tokenizer) -> Tokenizer:
+    """`tok` with its Unigram scores rounded to 15 significant digits, so that every reader of
+    tokenizer.json gets the same numbers. `tokenizers` writes the shortest decimal of each score
+    (16-17 digits) but its JSON reader (serde_json without float_roundtrip) reads such decimals up
+    to one unit in the last place off, while Python's json (transformers' AlbertTokenizer rebuilds
+    the model from it) reads them exactly: 1,393 of 8,000 scores differed, and segmentations of
+    equal score ("─┼" + "─" * 39) came out differently. A decimal of at most 15 digits is read
+    exactly by both (none of 200,000 differed). Other models are returned as they are."""
+    if type(tok.model).__name__ != "Unigram":
+        return tok
+    obj = json.loads(tok.to_str())
+    obj["model"]["vocab"] = [[piece, float(f"{score:.15g}")] for piece, score in obj["model"]["vocab"]]
+    out = Tokenizer.from_str(json.dumps(obj, ensure_ascii=False))
+    out.encode_special_tokens = tok.encode_special_tokens
+    return out
+
+
 def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
     """tokenizer.json, vocab.txt (WordPiece), tokenizer_config.json, special_tokens_map.json."""
     out = Path(out)
+    tok = readable_scores(tok)
     tok.save(str(out / "tokenizer.json"))
     if cfg.kind == "wordpiece":
         vocab = sorted(tok.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
@@ -335,9 +366,10 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
     rebuilds both."""
     path = tokenizer_dir(recipe)
-    if is_complete(path) and not force:
-        return _reused(path)
-    return _build(recipe, path, force)
+    with stage_guard(path, "tokenizer"):
+        if is_complete(path) and not force:
+            return _reused(path)
+        return _build(recipe, path, force)
 
 
 def ensure_tokenizer(recipe: Recipe) -> StageResult:
@@ -347,11 +379,12 @@ def ensure_tokenizer(recipe: Recipe) -> StageResult:
 
 def _reused(path: Path) -> StageResult:
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+    _warn(info)
     return StageResult("tokenizer", path, True, _summary(info, reused=True))
 
 
 def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
-    from bertcli.corpus import build_corpus, corpus_info, summary_rows
+    from bertcli.corpus import build_corpus, corpus_info, corpus_summary_rows
 
     start = time.perf_counter()
     corpus = build_corpus(recipe, force=force)
@@ -361,7 +394,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     dd = datasets.load_from_disk(str(corpus.path))
     cfg = recipe.tokenizer
     train_start, train_cpu = time.perf_counter(), time.process_time()
-    tok = train_tokenizer(cfg, dd["train"], cinfo["alphabet"], where=recipe.source)
+    stats: dict = {}
+    tok = train_tokenizer(cfg, dd["train"], cinfo["alphabet"], where=recipe.source, stats=stats)
     train_s, train_cpu = time.perf_counter() - train_start, time.process_time() - train_cpu
     size = tok.get_vocab_size(with_added_tokens=True)
     if size > cfg.vocab_size:
@@ -372,7 +406,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                     "(tokenizer.vocab_size); a larger corpus fills it")
     unk_id = tok.token_to_id(SPECIAL_TOKENS[cfg.special_tokens]["unk"])
     split = "validation" if len(dd["validation"]) else "train"
-    quality = evaluate(tok, unk_id, dd[split])
+    causes = UnkCauses(tok, unk_id, stats.get("counts"), cfg.min_frequency)
+    quality = measure_unk_rate(tok, unk_id, dd[split], causes)
     with building(path, recipe) as tmp:
         write_hf_files(tok, cfg, tmp)
         info = {"version": TOKENIZER_VERSION, "kind": cfg.kind, "vocab_size": size, "hf_class": hf_class(cfg),
@@ -382,11 +417,22 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                 "characters": cinfo["train"]["characters"] + cinfo["validation"]["characters"],
                 "trained_on_documents": min(len(dd["train"]), cfg.sample_documents or len(dd["train"])),
                 "evaluated_on": split, **{f"eval_{k}": v for k, v in quality.items()},
+                # what the alphabet kept and why tokens are [UNK]: the warning above 1% (alphabet.py)
+                "min_frequency": cfg.min_frequency, "alphabet": stats.get("alphabet"),
+                "unk_causes": causes.result(),
                 "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
                 # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
-                "corpus_notes": summary_rows(cinfo)[3:]}
+                "corpus_notes": corpus_summary_rows(cinfo)[3:]}
         _write_json(tmp / INFO_FILE, info)
+    _warn(info)
     return StageResult("tokenizer", path, False, _summary(info, reused=False))
+
+
+def _warn(info: dict) -> None:
+    """The [UNK] warning, each time the tokenizer is built or reused (so `pretrain` shows it)."""
+    message = unk_warning(info)
+    if message:
+        console.log(f"warning: {message}")
 
 
 def _summary(info: dict, reused: bool) -> list[tuple[str, object]]:

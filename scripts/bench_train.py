@@ -2,6 +2,7 @@
 """Training throughput: bertcli's full training step vs transformers' model of the same shape.
 
     python scripts/bench_train.py --recipe bert-tiny [--set k=v ...] [--rounds 5] [--steps 4]
+    python scripts/bench_train.py --recipe bert-tiny --rss-steps 3000 [--set train.num_workers=0]
 
 Both sides train on the same built data (the recipe's tokenizer and data stages, on a slice of
 its corpus), with the same batch, sequence lengths, parameter groups and AdamW (the fused
@@ -42,6 +43,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     p.add_argument("--steps", type=int, default=4, help="optimizer steps per side per round")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    p.add_argument("--rss-steps", type=int, default=0,
+                   help="instead of the speed comparison: run this many bertcli steps (e.g. 3000) and report the "
+                        "main process's anonymous RSS at the start and end, sampled every --rss-every steps, and "
+                        "its slope (MB per 1,000 steps)")
+    p.add_argument("--rss-every", type=int, default=100)
     p.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bertcli-bench"),
                    help="where the bench's tokenizer and data are cached")
     return p.parse_args()
@@ -60,6 +66,7 @@ def main() -> None:
     from bertcli.model.hf import to_hf_config
     from bertcli.recipe import load_recipe
     from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+    from bertcli.train.heap import release_free_memory
     from bertcli.train.loop import StopFlag, Trainer, TrainInputs
     from bertcli.train.optim import build_optimizer
 
@@ -86,6 +93,7 @@ def main() -> None:
     def ours_step() -> int:
         batches = [next(ours_it) for _ in range(trainer.accum)]
         trainer._train_step(batches, stop)
+        release_free_memory(trainer.step)  # as Trainer.fit does after each step
         return sum(int(b["attention_mask"].sum()) for b in batches)
 
     family = recipe.model.family
@@ -119,6 +127,9 @@ def main() -> None:
         theirs_opt.zero_grad(set_to_none=True)
         return tokens
 
+    if args.rss_steps:
+        print(json.dumps(rss_run(ours_step, args, name, cfg, trainer), indent=1))
+        return
     sides = {"bertcli": ours_step, "transformers": theirs_step}
     for fn in sides.values():
         for _ in range(args.warmup):
@@ -147,6 +158,41 @@ def main() -> None:
         "ratio": round(ours_tps / theirs_tps, 2),
         "per_round_tokens_per_s": per_round, "torch": torch.__version__, "transformers": transformers.__version__,
     }, indent=1))
+
+
+def anon_rss_mb() -> float:
+    """The process's anonymous resident memory (heap, tensors), not its mapped files."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_run(step, args, name: str, cfg, trainer) -> dict:
+    """Memory over a long run: RSS samples, and the least-squares slope over the second half
+    (after the allocator's warm-up)."""
+    for _ in range(args.warmup):
+        step()
+    samples, t0, c0 = [], time.perf_counter(), time.process_time()
+    for i in range(args.rss_steps + 1):
+        if i % args.rss_every == 0:
+            samples.append((i, round(anon_rss_mb(), 1)))
+        if i < args.rss_steps:
+            step()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    half = samples[len(samples) // 2:]
+    n = len(half)
+    mx, my = sum(x for x, _ in half) / n, sum(y for _, y in half) / n
+    var = sum((x - mx) ** 2 for x, _ in half)
+    slope = sum((x - mx) * (y - my) for x, y in half) / var * 1000 if var else 0.0
+    return {"recipe": name, "steps": args.rss_steps, "batch_size": cfg.batch_size, "micro_batch_size": trainer.micro,
+            "max_seq_length": trainer.r.data.max_seq_length, "num_workers": cfg.num_workers,
+            "threads": torch.get_num_threads(), "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+            "rss_start_mb": samples[0][1], "rss_end_mb": samples[-1][1], "rss_max_mb": max(y for _, y in samples),
+            "slope_mb_per_1000_steps_second_half": round(slope, 1), "s_per_step": round(wall / args.rss_steps, 4),
+            "cpu_s_per_step": round(cpu / args.rss_steps, 4), "samples": samples,
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ def popen_cli(*args: str, cwd: Path, pause: str | None = None, env: dict | None 
     extra = dict(env or {})
     if pause is not None:
         marker = Path(cwd) / f".paused-{pause}-{time.monotonic_ns()}"
-        extra.update(BERTCLI_TEST_PAUSE=pause, BERTCLI_TEST_PAUSED_FILE=str(marker))
+        extra.update(BERTCLI_TEST_PAUSE=pause, BERTCLI_TEST_PAUSED_FILE=str(marker),
+                     BERTCLI_TEST_RELEASE_FILE=str(marker) + ".release")
     proc = subprocess.Popen([sys.executable, "-m", "bertcli", *map(str, args)], cwd=cwd, env=_env(extra),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     proc.paused_marker = marker if pause is not None else None  # type: ignore[attr-defined]
@@ -82,6 +83,11 @@ def wait_paused(proc: subprocess.Popen) -> None:
                         pytrace=False)
         time.sleep(0.02)
     marker.unlink()
+
+
+def release(proc: subprocess.Popen) -> None:
+    """Let a process held at its pause point go on."""
+    Path(str(proc.paused_marker) + ".release").touch()  # type: ignore[attr-defined]
 
 
 def finish(proc: subprocess.Popen) -> CliResult:

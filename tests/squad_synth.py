@@ -80,12 +80,12 @@ def all_text(doc: dict) -> list[str]:
            [q["question"] for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]]
 
 
-def tiny_tokenizer(kind: str, texts: list[str], vocab_size: int = 200):
+def tiny_tokenizer(kind: str, texts: list[str], vocab_size: int = 200, special: str | None = None):
     """A trained `tokenizers.Tokenizer` of `kind` with bertcli's pipeline and pair template."""
     from bertcli.sections import TokenizerConfig
     from bertcli.tokenizer import add_post_processor, new_tokenizer, new_trainer
 
-    special = {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}[kind]
+    special = special or {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}[kind]
     cfg = TokenizerConfig(kind=kind, vocab_size=vocab_size, special_tokens=special, lowercase=kind != "bpe",
                           strip_accents=kind != "bpe", min_frequency=1)
     tok = new_tokenizer(cfg)
@@ -95,7 +95,7 @@ def tiny_tokenizer(kind: str, texts: list[str], vocab_size: int = 200):
 
 
 def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: str = "wordpiece",
-                    seed: int = 0, **model) -> Path:
+                    seed: int = 0, vocab_size: int = 300, **model) -> Path:
     """A randomly initialized L2 H64 encoder with a tokenizer trained on `texts`, saved as a
     Hugging Face directory (what `bertcli finetune` takes)."""
     import torch
@@ -105,9 +105,9 @@ def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: 
     from bertcli.sections import ModelConfig, TokenizerConfig
     from bertcli.tokenizer import load_tokenizer, write_hf_files
 
-    special = {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}[kind]
+    special = family if family in ("bert", "roberta", "albert", "modernbert") else "bert"
     folder.mkdir(parents=True, exist_ok=True)
-    tok = tiny_tokenizer(kind, texts, vocab_size=300)
+    tok = tiny_tokenizer(kind, texts, vocab_size=vocab_size, special=special)
     write_hf_files(tok, TokenizerConfig(kind=kind, special_tokens=special, lowercase=kind != "bpe",
                                         strip_accents=kind != "bpe"), folder)
     info = load_tokenizer(folder)

@@ -96,7 +96,7 @@ def test_the_run_stops_at_the_first_step_past_the_budget_with_the_schedule_over_
     assert [r["lr"] for r in m] == pytest.approx(expected, rel=1e-9)
     assert m[2]["lr"] == pytest.approx(0.01)             # update 3: progress 0.2, the end of warmup
     assert m[-1]["lr"] == pytest.approx(0.01 * 0.1 / 0.8)  # update 10: progress 0.9 of a decay from 0.2
-    final = ck.read(tmp_path / "run" / "final").state
+    final = ck.read(tmp_path / "run" / "final").state.state_dict()
     assert final["step"] == 10 and final["elapsed_s"] == 10.0
     assert "val_loss" in m[-1]                             # the budget's end is the run's end
 
@@ -111,7 +111,7 @@ def test_resuming_a_budgeted_run_keeps_its_steps_and_the_remaining_budget(tmp_pa
     lines = (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()[:6]
     (part / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     resume = ck.read(part / "checkpoints" / "step-0000004")
-    assert resume.state["elapsed_s"] == 4.0
+    assert resume.state.elapsed_s == 4.0
     _, result, resumed = run(tmp_path, name="part", resume=resume, model_seed=99)
     assert result.step == 10
     model_and_clock = lambda rs: [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in rs]  # noqa: E731
@@ -160,7 +160,7 @@ def test_a_budgeted_pretrain_stops_on_time_and_says_so(tmp_path):
     lrs = [r["lr"] for r in m]
     top = lrs.index(max(lrs))
     assert lrs[:top + 1] == sorted(lrs[:top + 1]) and lrs[top:] == sorted(lrs[top:], reverse=True)
-    state = ck.read(tmp_path / "run" / "final").state
+    state = ck.read(tmp_path / "run" / "final").state.state_dict()
     assert state["step"] == len(m) and state["elapsed_s"] == seconds[-1]
     again = run_cli("pretrain", "-r", "bert-tiny", *sets, "--resume", "auto", cwd=tmp_path, env=ONE_THREAD)
     assert again.rc == 0 and "already complete" in again.stderr, again.output

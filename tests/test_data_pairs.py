@@ -21,7 +21,7 @@ def corpus(n_docs: int, seed: int, sent_len=(3, 30), n_sent=(1, 25)):
         n = int(lens.sum())
         ids = (BASE + offset + np.arange(n)).astype(np.int32)
         starts = (rng.random(n) < 0.7).astype(np.int8)
-        docs.append(pairs.Doc(ids, np.concatenate(([0], np.cumsum(lens))), starts))
+        docs.append(pairs.TokenDoc(ids, np.concatenate(([0], np.cumsum(lens))), starts))
         owner.append(np.full(n, d))
         offset += n
     return docs, np.concatenate(owner)

@@ -71,7 +71,7 @@ def strip(records):
 
 
 def state_of(path):
-    return ck.read(path).state
+    return ck.read(path).state.state_dict()
 
 
 # --------------------------------------------------------------------------- the trainer

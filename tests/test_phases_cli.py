@@ -81,7 +81,7 @@ def test_one_run_two_phases_boundary_and_row_lengths(reference, work):
     # the 128-token data was built when phase 2 started, after phase 1's last step
     assert res.stderr.index("data long: built") > res.stderr.index("step 45/50"), res.stderr
     assert "phase short" in res.stdout and "steps 46-50, 128 tokens" in res.stdout
-    final = ck.read(out / "final").state
+    final = ck.read(out / "final").state.state_dict()
     assert (final["phase_name"], final["phase_start"], final["phase_samples"]) == ("long", 45, 5 * 16)
 
 
@@ -100,7 +100,7 @@ def test_sigkill_at_the_boundary_and_in_phase_two_resume_bitwise(reference, work
     proc = popen_cli(*args(out, cache), cwd=work, pause="train-step-46", env=ONE_THREAD)
     wait_paused(proc)
     assert set(data_stages(cache)) == {64}                # the 128-token data is not built yet
-    boundary = ck.read(out / "checkpoints" / "step-0000045").state
+    boundary = ck.read(out / "checkpoints" / "step-0000045").state.state_dict()
     assert (boundary["phase_name"], boundary["phase_samples"]) == ("short", 45 * 16)
     proc.send_signal(signal.SIGKILL)
     assert finish(proc).rc == -signal.SIGKILL
@@ -108,7 +108,7 @@ def test_sigkill_at_the_boundary_and_in_phase_two_resume_bitwise(reference, work
     proc = popen_cli(*args(out, cache, "--resume", "auto"), cwd=work, pause="train-step-50", env=ONE_THREAD)
     wait_paused(proc)
     assert set(data_stages(cache)) == {64, 128}
-    inside = ck.read(out / "checkpoints" / "step-0000048").state
+    inside = ck.read(out / "checkpoints" / "step-0000048").state.state_dict()
     assert (inside["phase_name"], inside["phase_start"], inside["phase_samples"]) == ("long", 45, 3 * 16)
     proc.send_signal(signal.SIGKILL)
     res = finish(proc)

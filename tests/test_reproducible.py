@@ -64,14 +64,14 @@ def test_training_in_one_process_is_byte_identical(docs, kind, extra):
     choice is hash order."""
     import datasets
 
-    from bertcli.reproducible import normalized_counts
+    from bertcli.alphabet import character_counts
     from bertcli.tokenizer import new_tokenizer, train_tokenizer
 
     ds = datasets.Dataset.from_dict({"sentences": docs})
     alphabet = "".join(sorted({c for d in docs for s in d for c in s}))
     cfg = _cfg(kind, **extra)
     if extra:
-        counts = sorted(normalized_counts(new_tokenizer(cfg), ([s for s in d] for d in docs)).values(), reverse=True)
+        counts = sorted(character_counts(new_tokenizer(cfg), ([s for s in d] for d in docs)).values(), reverse=True)
         assert counts[cfg.limit_alphabet - 1] == counts[cfg.limit_alphabet], "the cut is not inside a tie"
     shas = {_sha(train_tokenizer(cfg, ds, alphabet, "test").to_str()) for _ in range(3)}
     assert len(shas) == 1

@@ -29,7 +29,11 @@ def squad(tmp_path_factory):
     root = tmp_path_factory.mktemp("squad_cli")
     data = {v: write_squad(root / f"v{v}", version=v, n_train=150, n_dev=30, seed=v, code_words=1) for v in (1, 2)}
     texts = [t for v in (1, 2) for p in sorted(data[v].glob("*.json")) for t in all_text(json.loads(p.read_text()))]
-    return root, data, tiny_checkpoint(root / "ckpt", texts)
+    ckpts = {"bert": tiny_checkpoint(root / "bert", texts),
+             "roberta": tiny_checkpoint(root / "roberta", texts, family="roberta", kind="bpe", vocab_size=1000),
+             "modernbert": tiny_checkpoint(root / "modernbert", texts, family="modernbert", kind="bpe",
+                                           vocab_size=1000, local_attention=16)}
+    return root, data, ckpts
 
 
 def _gold(folder: Path, name: str) -> dict:
@@ -38,9 +42,12 @@ def _gold(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version", [1, 2])
-def test_learns_squad_through_the_cli(squad, tmp_path, version):
-    root, data, ckpt = squad
+@pytest.mark.parametrize("version,family", [(1, "bert"), (2, "bert"), (2, "roberta"), (1, "modernbert")])
+def test_learns_squad_through_the_cli(squad, tmp_path, version, family):
+    """WordPiece BERT on v1.1 and v2.0; byte-level BPE RoBERTa (one token type, <s> q </s></s> c </s>)
+    on v2.0; ModernBERT (rotary positions, 16-token local windows, no token types) on v1.1."""
+    root, data, ckpts = squad
+    ckpt = ckpts[family]
     out = tmp_path / "out"
     r = run_cli("finetune", "squad", "-c", ckpt, "-d", data[version], "--version", str(version), "-o", out,
                 *SHORT, cwd=tmp_path, env=ONE_THREAD)
@@ -77,15 +84,16 @@ def test_learns_squad_through_the_cli(squad, tmp_path, version):
     from bertcli.model import load_checkpoint
 
     hf = tf.AutoModelForQuestionAnswering.from_pretrained(out).eval()
-    assert type(hf).__name__ == "BertForQuestionAnswering"
+    assert type(hf).__name__ == {"bert": "BertForQuestionAnswering", "roberta": "RobertaForQuestionAnswering",
+                                 "modernbert": "ModernBertForQuestionAnswering"}[family]
     ours, report = load_checkpoint(out, head="qa")
     assert report.fresh == []
-    ids = torch.randint(5, 200, (2, 24))
+    ids = torch.randint(5, hf.config.vocab_size, (2, 24))
     mask = torch.ones_like(ids)
     types = torch.zeros_like(ids)
     with torch.no_grad():
         s, e = ours(ids, mask, types)
-        ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        ref = hf(input_ids=ids, attention_mask=mask, **({} if family == "modernbert" else {"token_type_ids": types}))
     torch.testing.assert_close(s, ref.start_logits, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(e, ref.end_logits, atol=1e-4, rtol=1e-4)
 
@@ -128,7 +136,8 @@ def _write(folder: Path, doc: dict, name: str = "train-v1.1.json") -> Path:
 
 
 def test_bad_input_is_one_clear_message(squad, tmp_path):
-    root, data, ckpt = squad
+    root, data, ckpts = squad
+    ckpt = ckpts["bert"]
     run = lambda *a: run_cli("finetune", "squad", "-c", ckpt, *a, cwd=tmp_path)  # noqa: E731
     assert_user_error(run("-d", data[2]), "SQuAD v2.0", "--version 2")
     with pytest.raises(UserError, match="drop --version 2|v1.1"):
@@ -141,6 +150,12 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     d = _write(tmp_path / "shift", bad)
     (d / "dev-v1.1.json").write_text(json.dumps(good))
     assert_user_error(run("-d", d), qa["id"], "answer_start", "train-v1.1.json")
+    # repair: moved back to the nearest occurrence of its text; skip: the question left out
+    fixed = load_squad(d, bad_answers="repair")
+    assert fixed.train.repaired == 1 and fixed.train.starts[0] == [qa["answers"][0]["answer_start"] - 3]
+    skipped = load_squad(d, bad_answers="skip")
+    assert skipped.train.dropped == 1 and qa["id"] not in skipped.train.ids
+    assert len(skipped.train) == len(fixed.train) - 1
 
     bad = json.loads(json.dumps(good))
     del bad["data"][1]["paragraphs"][0]["context"]
@@ -157,4 +172,4 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     assert_user_error(run("-d", data[1], "--set", "finetune.squad.max_seq_length=8",
                           "--set", "finetune.squad.max_query_length=64"), "leave no room", "question")
     # --hub with real datasets.load_dataset code: offline (as in every test) it fails at once
-    assert_user_error(run("--hub", "rajpurkar/squad"), "load_dataset", "--hub rajpurkar/squad")
+    assert_user_error(run("--hub", "rajpurkar/squad"), "rajpurkar/squad", "--hub rajpurkar/squad", "offline")

@@ -130,14 +130,14 @@ def test_max_over_several_golds():
 def test_v2_empty_predictions_and_breakdown():
     golds = {"a": ["Paris"], "b": [], "c": ["the Alps", "Alps"], "d": []}
     preds = {"a": "Paris", "b": "", "c": "", "d": "Rome"}
-    r = M.evaluate(preds, golds, version=2)
+    r = M.official_scores(preds, golds, version=2)
     assert r["exact"] == pytest.approx(50.0) and r["f1"] == pytest.approx(50.0)
     assert r["HasAns_exact"] == 50.0 and r["HasAns_total"] == 2
     assert r["NoAns_exact"] == 50.0 and r["NoAns_total"] == 2
     # threshold search over the best spans: c's span is right, d's span is a wrong answer
     na = {"a": -5.0, "b": 3.0, "c": -1.0, "d": 2.0}
     spans = {"a": "Paris", "b": "London", "c": "Alps", "d": "Rome"}
-    r = M.evaluate(spans, golds, version=2, na_probs=na)
+    r = M.official_scores(spans, golds, version=2, na_probs=na)
     # answering a and c (thresh -1.0) is best: a, c right, b, d null = 4/4
     assert r["best_exact"] == 100.0 and r["best_exact_thresh"] == -1.0
     assert r["best_f1"] == 100.0 and r["best_f1_thresh"] == -1.0
@@ -220,7 +220,7 @@ def test_agrees_with_the_official_definitions_on_random_cases():
     golds1 = {str(i): [_text(rng) or "x" for _ in range(rng.randint(1, 3))] for i in range(400)}
     preds1 = {q: (_text(rng) if rng.random() < 0.7 else rng.choice(a)) for q, a in golds1.items()}
     del preds1["7"]                                     # an unanswered question scores 0
-    ours, ref = M.evaluate(preds1, golds1, version=1), off_eval_v1(golds1, preds1)
+    ours, ref = M.official_scores(preds1, golds1, version=1), off_eval_v1(golds1, preds1)
     for k in ("exact_match", "f1"):
         assert ours[k] == pytest.approx(ref[k], abs=1e-9)
 
@@ -228,7 +228,7 @@ def test_agrees_with_the_official_definitions_on_random_cases():
               for i in range(400)}
     preds2 = {q: ("" if rng.random() < 0.3 else _text(rng)) for q in golds2}
     na = {q: round(rng.uniform(-3, 3), 1) for q in golds2}  # ties on purpose
-    ours, ref = M.evaluate(preds2, golds2, version=2, na_probs=na), off_eval_v2(golds2, preds2, na)
+    ours, ref = M.official_scores(preds2, golds2, version=2, na_probs=na), off_eval_v2(golds2, preds2, na)
     assert set(ref) <= set(ours)
     for k, v in ref.items():
         assert ours[k] == pytest.approx(v, abs=1e-9), k

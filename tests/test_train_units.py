@@ -252,7 +252,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_and_rng_exactly(tmp_path
     fresh = TinyModel()
     fresh_opt = build_optimizer(fresh, "lamb", 1e-2, (0.9, 0.999), 1e-6, 0.01, "cpu")
     c = ck.read(path)
-    assert c.step == 3 and c.state["consumed_samples"] == 12
+    assert c.step == 3 and c.state.consumed_samples == 12
     rngs = ck.restore(c, fresh, fresh_opt)
     for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
         assert torch.equal(a, b)

@@ -26,7 +26,7 @@ from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
-from bertcli.stages import StageResult, building, is_complete, stage_dir
+from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
 
 DATA_VERSION = 3  # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
 INFO_FILE = "build_info.json"
@@ -49,9 +49,10 @@ def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)
     path = data_dir(recipe)
-    if not force and _up_to_date(path, tok):
-        return _reused(path)
-    return _build(recipe, tok, path)
+    with stage_guard(path, "data"):
+        if not force and _up_to_date(path, tok):
+            return _reused(path)
+        return _build(recipe, tok, path)
 
 
 def ensure_data(recipe: Recipe) -> StageResult:
@@ -75,7 +76,7 @@ def _up_to_date(path: Path, tok) -> bool:
 
 def _reused(path: Path) -> StageResult:
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
-    return StageResult("data", path, True, summary_rows(info, reused=True))
+    return StageResult("data", path, True, data_summary_rows(info, reused=True))
 
 
 # ------------------------------------------------------------------------------------ build
@@ -170,7 +171,7 @@ def _build(recipe: Recipe, tok, path: Path) -> StageResult:
             info["train"]["masked_fraction"] = _dynamic_masked_fraction(tmp, tok, cfg, recipe.seed)
         info["seconds"] = round(time.perf_counter() - start, 3)
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
-    return StageResult("data", path, False, summary_rows(info, reused=False))
+    return StageResult("data", path, False, data_summary_rows(info, reused=False))
 
 
 def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, info: dict) -> list[str]:
@@ -278,7 +279,7 @@ def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000
     return round(len(batch["mlm_positions"]) / max(1, int(batch["attention_mask"].sum())), 6)
 
 
-def summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
+def data_summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     pair = {"nsp": "random B", "sop": "swapped"}.get(info["objective"])
     rows = [

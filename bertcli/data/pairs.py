@@ -32,7 +32,7 @@ import numpy as np
 
 
 @dataclass
-class Doc:
+class TokenDoc:
     ids: np.ndarray  # int32 [N] all tokens of the document
     bounds: np.ndarray  # int64 [S + 1] sentence boundaries into ids
     starts: np.ndarray  # int8 [N] word-start flags
@@ -44,8 +44,8 @@ class Doc:
 
 @dataclass
 class Instance:
-    a: tuple[Doc, int, int]  # (document, start, end) of segment A
-    b: tuple[Doc, int, int]
+    a: tuple[TokenDoc, int, int]  # (document, start, end) of segment A
+    b: tuple[TokenDoc, int, int]
     label: int  # NSP: 1 = B random; SOP: 1 = swapped
 
 
@@ -70,7 +70,7 @@ def truncate_pair(la: int, lb: int, max_tokens: int, rng: np.random.Generator) -
     return af, n_a - af, bf, (steps - n_a) - bf
 
 
-def _chunks(doc: Doc, target: int) -> Iterator[tuple[int, int]]:
+def _chunks(doc: TokenDoc, target: int) -> Iterator[tuple[int, int]]:
     """SOP chunks as [first, last) sentence ranges, closed at the document end or once they
     reach the target length, as in Google's loop (NSP has its own loop: it puts sentences back)."""
     first, length = 0, 0
@@ -88,8 +88,8 @@ def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Genera
 
 
 def nsp_instances(
-    doc: Doc,
-    random_doc: Callable[[np.random.Generator], Doc],
+    doc: TokenDoc,
+    random_doc: Callable[[np.random.Generator], TokenDoc],
     max_seq_length: int,
     short_seq_prob: float,
     rng: np.random.Generator,
@@ -132,7 +132,7 @@ def nsp_instances(
     return out
 
 
-def sop_instances(doc: Doc, max_seq_length: int, short_seq_prob: float, rng: np.random.Generator) -> list[Instance]:
+def sop_instances(doc: TokenDoc, max_seq_length: int, short_seq_prob: float, rng: np.random.Generator) -> list[Instance]:
     """ALBERT's sentence-order pairs for one document (never another document)."""
     max_tokens = max_seq_length - 3
     target = _target_length(max_tokens, short_seq_prob, rng)
@@ -156,7 +156,7 @@ def sop_instances(doc: Doc, max_seq_length: int, short_seq_prob: float, rng: np.
     return out
 
 
-def _cut_inside(doc: Doc, start: int, end: int, rng: np.random.Generator) -> Optional[int]:
+def _cut_inside(doc: TokenDoc, start: int, end: int, rng: np.random.Generator) -> Optional[int]:
     """A random cut point strictly inside [start, end), at a word start when there is one."""
     if end - start < 2:
         return None
@@ -225,7 +225,7 @@ def pack_plan(docs: Iterable[np.ndarray], budget: int, cross_documents: bool) ->
     return np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
-def packed_row(plan_row, get_doc: Callable[[int], Doc], cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
+def packed_row(plan_row, get_doc: Callable[[int], TokenDoc], cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
     """<s> tokens (</s> between documents) </s>: (input_ids int32, word_starts int8)."""
     d0, t0, d1, t1 = (int(x) for x in plan_row)
     ids_parts, start_parts = [[cls_id]], [[1]]

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertcli.data.pairs import Doc
+from bertcli.data.pairs import TokenDoc
 
 _PARTS = (("ids", np.int32), ("starts", np.int8), ("sents", np.int64), ("docs", np.int64))
 
@@ -103,7 +103,7 @@ class DocStore:
     def __len__(self) -> int:
         return int(self._first[-1])
 
-    def __getitem__(self, j: int) -> Doc:
+    def __getitem__(self, j: int) -> TokenDoc:
         if not 0 <= j < len(self):
             raise IndexError(j)
         k = int(np.searchsorted(self._first, j, side="right")) - 1
@@ -115,7 +115,7 @@ class DocStore:
         ends = np.asarray(sh["sents"][s0:s1])
         bounds = np.concatenate(([0], ends - t0))
         t1 = int(ends[-1])
-        return Doc(np.asarray(sh["ids"][t0:t1]), bounds, np.asarray(sh["starts"][t0:t1]))
+        return TokenDoc(np.asarray(sh["ids"][t0:t1]), bounds, np.asarray(sh["starts"][t0:t1]))
 
     def sentence_lengths(self):
         """Yield each document's sentence lengths, in order (for the packing plan), reading

@@ -88,9 +88,20 @@ def word_starts(
     starts = new_word | marker
     if segment is not None and text and offsets is not None and has_cjk(text):
         starts = _segment_cjk(starts, text, offsets, segment)
+    if offsets is not None and n > 1:
+        starts[1:] &= ~_inside_begun_character(offsets)
     starts[0] = True
     out[starts] = 1
     return out
+
+
+def _inside_begun_character(offsets) -> np.ndarray:
+    """bool [n - 1]: token i (from 1) begins inside text an earlier token already covers. Byte-level
+    BPE splits a character into several tokens (e.g. `Ġ` + the first byte of 陶, then its other
+    two bytes, both with 陶's offsets): a word start there would mask part of one character."""
+    off = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)  # [n, 2] character (start, end)
+    covered = np.maximum.accumulate(off[:-1, 1])             # [n - 1] end of text covered before token i
+    return off[1:, 0] < covered
 
 
 def _segment_cjk(starts: np.ndarray, text: str, offsets, segment) -> np.ndarray:

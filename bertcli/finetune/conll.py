@@ -22,10 +22,11 @@ from pathlib import Path
 from bertcli.errors import UserError
 
 SPLIT_FILES = {
-    "train": ("train.txt", "eng.train", "train.jsonl", "train.conll"),
-    "dev": ("valid.txt", "dev.txt", "eng.testa", "valid.jsonl", "dev.jsonl", "validation.jsonl", "dev.conll"),
-    "test": ("test.txt", "eng.testb", "test.jsonl", "test.conll"),
-}
+    "train": ("train.txt", "eng.train", "train.jsonl", "train.conll", "example.train"),
+    "dev": ("valid.txt", "dev.txt", "eng.testa", "valid.jsonl", "dev.jsonl", "validation.jsonl", "dev.conll",
+            "example.dev"),
+    "test": ("test.txt", "eng.testb", "test.jsonl", "test.conll", "example.test"),
+}  # example.*: the People's Daily NER corpus as usually redistributed (one character and its BIO tag per line)
 HUB_SPLITS = {"train": ("train",), "dev": ("validation", "valid", "dev"), "test": ("test",)}
 
 

@@ -105,7 +105,7 @@ def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, ba
     return task.decode(split, data, collected)
 
 
-def evaluate(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
+def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
     """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
     return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
             for name, (split, feats) in devs.items()}
@@ -164,7 +164,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
                 sched.step()
                 step += 1
                 bar.advance(1)
-            dev = evaluate(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
             train_mode()
             score = task.score(dev)
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
@@ -195,22 +195,11 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
 
 
 def check_output(path: Path) -> None:
-    """The output directory must be writable before any training (nothing trained is lost)."""
-    import tempfile
+    """The output directory must be writable before any training (nothing trained is lost):
+    the shared write-path check of every command."""
+    from bertcli.paths import check_output_dir
 
-    path = Path(path)
-    parent = path if path.is_dir() else next((p for p in path.parents if p.exists()), Path("."))
-    if path.exists() and not path.is_dir():
-        raise UserError(f"the output path {path} is a file, not a directory", where=str(path),
-                        fix="give --out a directory path")
-    try:
-        if not parent.is_dir():
-            raise OSError(f"{parent} is not a directory")
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as e:
-        raise UserError(f"cannot write into {parent}: {e.strerror or e}", where=str(path),
-                        fix="choose a writable --out directory (checked before training, so nothing is lost)")
+    check_output_dir(path, "the output directory", "--out")
 
 
 def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):

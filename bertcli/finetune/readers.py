@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bertcli.errors import UserError
+from bertcli.errors import UserError, require_finite
 from bertcli.finetune.tasks import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 
 
@@ -209,9 +209,10 @@ def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, int], float | in
     if task.is_regression:
         def score(text: str, lineno: int) -> float:
             try:
-                return float(text)
+                value = float(text)
             except ValueError:
                 raise UserError(f"{task.glue_name} score {text!r} is not a number", where=f"{path}:{lineno}")
+            return require_finite(value, f"{task.glue_name} score {text!r}", f"{path}:{lineno}")
         return score
     index = {label: i for i, label in enumerate(task.labels)}
 
@@ -336,6 +337,8 @@ def _columns_split(cols: _Columns, task: TaskSpec, name: str, labeled: bool, ax:
     labels = None
     if labeled:
         labels = _label_array(task, cols.get("label"))
+        for i in np.flatnonzero(~np.isfinite(labels))[:1] if task.is_regression else ():
+            require_finite(float(labels[i]), f"{task.name} split {name}: the label at row {i} (idx {ids[i]})", cols.source)
         if not task.is_regression:
             bad = np.flatnonzero((labels < 0) | (labels >= task.num_labels))
             if bad.size:

@@ -21,6 +21,7 @@ from bertcli.finetune import metrics
 from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_task
 from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
 from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
+from bertcli.paths import check_output_dir
 
 
 
@@ -36,7 +37,7 @@ def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, 
     checkpoint = Path(checkpoint)
     check_checkpoint(checkpoint)
     specs = select_tasks(task, data_dir, hub)
-    out = Path(out) if out is not None else default_out(checkpoint)
+    out = check_output_dir(Path(out) if out is not None else default_out(checkpoint), "the output directory", "--out")
 
     # Read every task before training any, so a broken file is found in seconds, not hours.
     datas = []

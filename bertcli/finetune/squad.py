@@ -46,7 +46,9 @@ class SquadTask(Task):
         self.chars = self.block.scoring == "chars" or (
             self.block.scoring == "auto" and not squad_metrics.has_spaces(data.dev.contexts))
         self.data = TaskSplits(train, [data.dev], [], data.layout, data.source,
-                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words"})
+                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words",
+                                "answers_repaired": {"train": data.train.repaired, "dev": data.dev.repaired},
+                                "answers_dropped": {"train": data.train.dropped, "dev": data.dev.dropped}})
         self.unaligned: dict[str, int] = {}
         self.windows: dict[str, int] = {}
 
@@ -102,9 +104,9 @@ class SquadTask(Task):
         """The official script's output dict (percentages); v2.0 with the best thresholds, searched
         over each question's best non-null span against its null odds."""
         golds = dict(zip(split.ids, split.answers))
-        r = squad_metrics.evaluate(predictions.predictions, golds, self.version, chars=self.chars)
+        r = squad_metrics.official_scores(predictions.predictions, golds, self.version, chars=self.chars)
         if self.version == 2:
-            best = squad_metrics.evaluate(predictions.best_spans, golds, 2, na_probs=predictions.null_odds,
+            best = squad_metrics.official_scores(predictions.best_spans, golds, 2, na_probs=predictions.null_odds,
                                           chars=self.chars)
             r.update({k: v for k, v in best.items() if k.startswith("best_")})
         return r
@@ -162,7 +164,8 @@ def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str |
     checkpoint = Path(checkpoint)
     check_checkpoint(checkpoint)
     console.log(f"reading SQuAD {'v2.0' if version == 2 else 'v1.1'} from {hub or data_dir}")
-    data = load_squad(data_dir, hub, version)
+    block = recipe.finetune.squad if version == 1 else recipe.finetune.squad_v2
+    data = load_squad(data_dir, hub, version, bad_answers=block.bad_answers)
     task = SquadTask(data, recipe.finetune, version)
     out = Path(out) if out is not None else Path("runs") / task.name / default_out(checkpoint).name
     results = run_task(task, recipe, checkpoint, out,

@@ -19,7 +19,7 @@ tokenized once.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class SquadSplit:
     answers: list[list[str]]               # gold texts ([] for unanswerable v2.0 questions)
     starts: list[list[int]]                # their character offsets in the context
     version: int = 1
+    repaired: int = 0                      # answer_starts moved to their text (bad_answers=repair)
+    dropped: int = 0                       # answers left out (bad_answers=repair/skip)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,17 +62,19 @@ class SquadData:
     train: SquadSplit
     dev: SquadSplit
     version: int
-    notes: list[str] = field(default_factory=list)
 
 
 class _Builder:
     """Collects questions of one split, checking each answer against its context."""
 
-    def __init__(self, name: str, source: str):
+    def __init__(self, name: str, source: str, bad_answers: str = "error"):
         self.split = SquadSplit(name, source, [], [], [], [], [], [])
         self._context_index: dict[str, int] = {}
         self.impossible = 0          # questions marked unanswerable
         self.flagged = False         # the file carries is_impossible keys (v2.0 shape)
+        self.bad_answers = bad_answers
+        self.repaired = 0            # answer_start moved to the nearest occurrence of its text
+        self.dropped = 0             # answers left out (text not in the context, or mode skip)
 
     def context(self, text: str) -> int:
         index = self._context_index.get(text)
@@ -81,14 +85,30 @@ class _Builder:
 
     def add(self, qid: str, question: str, ctx: int, texts: list[str], starts: list[int], where: str) -> None:
         context = self.split.contexts[ctx]
+        had_answers = bool(texts)
+        kept_texts, kept_starts = [], []
         for text, start in zip(texts, starts):
-            if not isinstance(start, int) or isinstance(start, bool) or context[start:start + len(text)] != text:
+            ok = isinstance(start, int) and not isinstance(start, bool) and context[start:start + len(text)] == text
+            if not ok and self.bad_answers == "error":
                 found = context[start:start + len(text)] if isinstance(start, int) else None
                 raise UserError(
                     f"question {qid!r}: answer_start {start!r} does not point at its answer text {text!r} "
                     f"(the context has {found!r} there)", where=where,
                     fix="answer_start is the character offset of the answer in the context (0-based, "
-                        "counted in Unicode characters); correct it or remove the answer")
+                        "counted in Unicode characters); correct it, or --set finetune.squad.bad_answers=repair "
+                        "(nearest occurrence of the text) or =skip")
+            if not ok and self.bad_answers == "repair":
+                start = nearest_occurrence(context, text, start if isinstance(start, int) else 0)
+                ok = start is not None
+                self.repaired += ok
+            if ok:
+                kept_texts.append(text)
+                kept_starts.append(start)
+            else:
+                self.dropped += 1
+        if had_answers and not kept_texts:
+            return                    # every answer was bad: the question is left out, not made unanswerable
+        texts, starts = kept_texts, kept_starts
         s = self.split
         s.ids.append(str(qid))
         s.questions.append(question)
@@ -97,6 +117,16 @@ class _Builder:
         s.starts.append(list(starts))
         if not texts:
             self.impossible += 1
+
+
+def nearest_occurrence(context: str, text: str, start: int) -> int | None:
+    """The offset of the occurrence of `text` in `context` closest to `start` (None: none)."""
+    best, at = None, context.find(text) if text else -1
+    while at >= 0:
+        if best is None or abs(at - start) < abs(best - start):
+            best = at
+        at = context.find(text, at + 1)
+    return best
 
 
 # ------------------------------------------------------------------------------------ json
@@ -117,7 +147,7 @@ _SHAPE = ('expected {"data": [{"title": ..., "paragraphs": [{"context": ..., "qa
           '"question": ..., "answers": [{"text": ..., "answer_start": ...}]}]}]}]} (the official SQuAD JSON)')
 
 
-def read_json(path: Path, name: str) -> tuple[SquadSplit, bool, int]:
+def read_json(path: Path, name: str, bad_answers: str = "error") -> tuple[SquadSplit, bool, int]:
     """One official SQuAD JSON file -> (split, carries is_impossible / version v2.0, unanswerable count)."""
     where = str(path)
     try:
@@ -126,7 +156,7 @@ def read_json(path: Path, name: str) -> tuple[SquadSplit, bool, int]:
         raise UserError(f"not valid UTF-8 ({e.reason} at byte {e.start})", where=where)
     except json.JSONDecodeError as e:
         raise UserError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", where=where)
-    b = _Builder(name, where)
+    b = _Builder(name, where, bad_answers)
     b.flagged = isinstance(doc, dict) and str(doc.get("version", "")).startswith(("v2", "2"))
     for i, article in enumerate(_need(doc, "data", list, where, "the top level")):
         for j, para in enumerate(_need(article, "paragraphs", list, where, f"data[{i}]")):
@@ -149,12 +179,25 @@ def read_json(path: Path, name: str) -> tuple[SquadSplit, bool, int]:
                 b.add(str(qid), question, ctx, texts, starts, where)
     if not b.split.ids:
         raise UserError("the file holds no questions", where=where, fix=_SHAPE)
+    _report(b)
     return b.split, b.flagged, b.impossible
+
+
+def _report(b: "_Builder") -> None:
+    b.split.repaired, b.split.dropped = b.repaired, b.dropped
+    if b.repaired or b.dropped:
+        from bertcli import console
+
+        console.log(f"{b.split.source}: {b.repaired:,} answer_start values moved to the nearest occurrence "
+                    f"of their text, {b.dropped:,} answers left out (finetune.squad.bad_answers={b.bad_answers})")
 
 
 def find_json(folder: Path, version: int) -> tuple[Path, Path] | None:
     """(train, dev) JSON files in `folder`: the official names first, else *train*/*dev* names."""
-    for train, dev in (("train-v2.0.json", "dev-v2.0.json"), ("train-v1.1.json", "dev-v1.1.json"))[::1 if version == 2 else -1]:
+    official = [("train-v1.1.json", "dev-v1.1.json"), ("train-v2.0.json", "dev-v2.0.json")]
+    if version == 2:
+        official.reverse()            # the asked version's files first
+    for train, dev in official:
         if (folder / train).is_file() and (folder / dev).is_file():
             return folder / train, folder / dev
     files = sorted(p for p in folder.glob("*.json") if p.name != "dataset_dict.json")
@@ -167,14 +210,14 @@ def find_json(folder: Path, version: int) -> tuple[Path, Path] | None:
 
 
 # ------------------------------------------------------------------------------------ datasets
-def _from_rows(cols, name: str) -> _Builder:
+def _from_rows(cols, name: str, bad_answers: str = "error") -> _Builder:
     """A `datasets` squad / squad_v2 split (columns id, context, question, answers)."""
     missing = [c for c in ("id", "context", "question", "answers") if c not in cols.names]
     if missing:
         raise UserError(f"split {name}: column(s) {', '.join(missing)} missing: not the squad layout",
                         where=cols.source, fix="expected the `datasets` squad columns id, title, context, "
                                                f"question, answers; found: {', '.join(cols.names)}")
-    b = _Builder(name, cols.source)
+    b = _Builder(name, cols.source, bad_answers)
     for qid, context, question, ans in zip(cols.get("id"), cols.get("context"), cols.get("question"),
                                            cols.get("answers")):
         if not isinstance(ans, dict) or "text" not in ans or "answer_start" not in ans:
@@ -184,6 +227,7 @@ def _from_rows(cols, name: str) -> _Builder:
               [int(s) for s in ans["answer_start"]], cols.source)
     if not b.split.ids:
         raise UserError(f"split {name} has no questions", where=cols.source)
+    _report(b)
     return b
 
 
@@ -202,17 +246,11 @@ def _splits_of(folder: Path, layout: str) -> dict:
 
 
 def _load_hub(name: str) -> dict:
-    import datasets
-
     from bertcli.finetune.readers import _dataset_columns
+    from bertcli.hub import load_hub
 
-    try:
-        dd = datasets.load_dataset(name)
-    except Exception as e:  # offline, unknown name: the user's to fix
-        raise UserError(f"could not load {name!r} with datasets.load_dataset: {type(e).__name__}: {e}",
-                        where=f"--hub {name}",
-                        fix="check the name (rajpurkar/squad, rajpurkar/squad_v2) and the network, or "
-                            "download the data and pass --data-dir")
+    dd = load_hub(name, where=f"--hub {name}",
+                  local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass --data-dir")
     return {k: _dataset_columns(v, f"{name}[{k}]") for k, v in dd.items()}
 
 
@@ -225,9 +263,13 @@ def _pick(splits: dict, wanted: tuple[str, ...], source: str):
 
 
 # ------------------------------------------------------------------------------------ entry
-def load_squad(data_dir: Path | None = None, hub: str | None = None, version: int = 1) -> SquadData:
+def load_squad(data_dir: Path | None = None, hub: str | None = None, version: int = 1,
+               bad_answers: str = "error") -> SquadData:
     """Train and dev of SQuAD `version` (1 = v1.1, 2 = v2.0) from any layout; a v2.0 file read as
-    v1.1 or the reverse is a UserError that says which."""
+    v1.1 or the reverse is a UserError that says which. `bad_answers`: an answer_start that does
+    not point at its text is an `error`, is moved to the nearest occurrence (`repair`; left out
+    when there is none), or the answer is left out (`skip`); a question losing all its answers is
+    left out."""
     if version not in (1, 2):
         raise UserError(f"--version {version}: SQuAD versions are 1 (v1.1) and 2 (v2.0)")
     if hub:
@@ -250,14 +292,15 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
                 raise UserError(f"{folder} holds no SQuAD data", where=str(folder),
                                 fix=f"found: {present}; expected train-v1.1.json + dev-v1.1.json (or "
                                     "train-v2.0.json + dev-v2.0.json), dataset_dict.json or *.parquet")
-            (train, t_flag, t_imp), (dev, d_flag, d_imp) = read_json(pair[0], "train"), read_json(pair[1], "dev")
+            (train, t_flag, t_imp), (dev, d_flag, d_imp) = (read_json(pair[0], "train", bad_answers),
+                                                          read_json(pair[1], "dev", bad_answers))
             for split, flagged, impossible in ((train, t_flag, t_imp), (dev, d_flag, d_imp)):
                 _check_version(split.source, version, flagged or impossible > 0, impossible)
             train.version = dev.version = version
             return SquadData("json", source, train, dev, version)
         splits = _splits_of(folder, layout)
-    train = _from_rows(_pick(splits, ("train",), source), "train")
-    dev = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev")
+    train = _from_rows(_pick(splits, ("train",), source), "train", bad_answers)
+    dev = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
     for b in (train, dev):
         _check_version(b.split.source, version, b.impossible > 0, b.impossible)
     train.split.version = dev.split.version = version

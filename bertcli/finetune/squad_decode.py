@@ -6,8 +6,8 @@ candidate spans; a span is kept when it ends at or after its start, is at most
 Candidates of all windows of a question compete on start + end logit; the best `n_best` distinct
 texts form the n-best list with softmax probabilities (a span seen by several windows counts once,
 with its best score). Google's run_squad.py also drops spans whose start token has more context
-in another window; that loses answers which lie whole only in the other window, so it is not done. Nothing outside the context can be chosen: only
-context positions are ever read.
+in another window; that loses answers which lie whole only in the other window, so it is not
+done. Nothing outside the context can be chosen: only context positions are ever read.
 
 v2.0: the null score of a question is the lowest start + end logit at the first token over its
 windows; null odds = null score - best span score. The prediction is "" when the odds exceed

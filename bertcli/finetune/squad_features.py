@@ -62,9 +62,9 @@ def template_of(tok) -> Template:
 
 @dataclass
 class Windows:
-    """All windows of a split, flat: window f is ids[offsets[f]:offsets[f + 1]]. Window f belongs to question `example[f]`; its context tokens sit
-    at positions ctx_start[f] .. ctx_start[f] + doc_len[f] - 1 and are the context's tokens
-    doc_start[f] .. (indices into spans[context of the question])."""
+    """All windows of a split, flat: window f is ids[offsets[f]:offsets[f + 1]]. It belongs to
+    question `example[f]`; its context tokens sit at positions ctx_start[f] .. ctx_start[f] +
+    doc_len[f] - 1 and are the context's tokens doc_start[f] .. (rows of spans[its context])."""
 
     ids: np.ndarray            # int32 [total tokens]
     types: np.ndarray          # int8  [total tokens]
@@ -188,9 +188,10 @@ def build_features(tok, split: SquadSplit, max_seq_length: int, doc_stride: int,
             if start + length >= n:
                 break
             start += min(length, doc_stride)
+    i32 = lambda x: np.asarray(x, dtype=np.int32)  # noqa: E731
     f = Windows(np.concatenate(ids), np.concatenate(types), np.cumsum(lengths, dtype=np.int64),
-                np.asarray(lab, dtype=np.int64) if labels else None, np.asarray(example, np.int32), np.asarray(ctx_start, np.int32), np.asarray(doc_start, np.int32),
-                 np.asarray(doc_len, np.int32), np.zeros((0, 0), bool), spans, unaligned)
+                np.asarray(lab, dtype=np.int64) if labels else None, i32(example), i32(ctx_start),
+                i32(doc_start), i32(doc_len), np.zeros((0, 0), bool), spans, unaligned)
     f.nonempty = nonempty(f, split.context_of)
     return f
 

@@ -15,7 +15,7 @@ the HasAns / NoAns breakdown, the no-answer-probability threshold (`null_odds.js
 lowercase; "mixed segmentation" (each Chinese character its own segment, other text split into
 words and punctuation marks -- the script uses nltk's word_tokenize, approximated here by
 words and single marks); its punctuation list removed; F1 from the longest common contiguous
-run of segments (not a bag), EM on the strings without that punctuation. evaluate() reports
+run of segments (not a bag), EM on the strings without that punctuation. official_scores() reports
 percentages, as the scripts print them.
 """
 
@@ -164,7 +164,7 @@ def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float]
     return 100.0 * best / len(scores), best_thresh
 
 
-def evaluate(predictions: Mapping[str, str], golds: Mapping[str, Sequence[str]], version: int = 1,
+def official_scores(predictions: Mapping[str, str], golds: Mapping[str, Sequence[str]], version: int = 1,
              na_probs: Mapping[str, float] | None = None, na_prob_thresh: float = 1.0,
              chars: bool = False, search_predictions: Mapping[str, str] | None = None) -> dict:
     """The official scripts' output dict. v1.1: {"exact_match", "f1"}. v2.0: exact, f1, total,
@@ -212,5 +212,5 @@ def has_spaces(texts: Iterable[str], sample: int = 200) -> bool:
     return total == 0 or spaces * 40 >= total
 
 
-__all__ = ["normalize_answer", "mixed_segmentation", "longest_common_run", "exact", "f1", "score_one", "raw_scores", "evaluate",
-           "apply_no_ans_threshold", "find_best_thresh", "has_spaces"]
+__all__ = ["normalize_answer", "mixed_segmentation", "longest_common_run", "exact", "f1", "score_one",
+           "raw_scores", "official_scores", "apply_no_ans_threshold", "find_best_thresh", "has_spaces"]

@@ -27,6 +27,7 @@ from bertcli.model.families import FamilySpec
 from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
                               to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
+from bertcli.model.validate import check_checkpoint
 from bertcli.stages import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
@@ -180,6 +181,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     c = read_config(directory, head)
     if dropout is not None:
         c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
+    check_checkpoint(directory, c, head, _legacy_name)  # shapes vs headers, tokenizer vs model: before any allocation
     report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
     where = str(directory / "model.safetensors")

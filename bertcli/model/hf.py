@@ -222,11 +222,13 @@ def weight_files(directory: Path) -> list[Path]:
     if single.is_file():
         return [single]
     if index.is_file():
+        from bertcli.model.validate import confined_shard
+
         try:
             shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise UserError(f"unreadable safetensors index ({e!r})", where=str(index))
-        return [directory / shard for shard in shards]
+        return [confined_shard(directory, shard, index) for shard in shards]
     if list(directory.glob("pytorch_model*.bin")):
         raise UserError(
             "the checkpoint has only pytorch_model.bin, a pickle, which bertcli never loads "

@@ -10,27 +10,37 @@ a temporary name and renamed when complete. No pickle anywhere:
         optimizer.json         param_groups (hyperparameters, param indices) + non-tensor state
         rng.safetensors        per process: torch CPU / CUDA generator states (uint8), numpy keys
         rng.json               per process: numpy position/gauss, python `random` state
-        state.json             step, consumed samples, tokens, scheduler, scaler, metric sums,
+        state.json             TrainState (step, consumed samples, tokens, scheduler, scaler,
+                               metric sums, sha256 of the tokenizer and data trained on) and the
                                file sizes (checked on load); written last
+
+A checkpoint whose weights are not finite is never written (`final/` least of all): the run
+stops with a message and the previous complete checkpoint stays. A full disk during a save is
+one message naming the path and the space needed; the temporary directory is removed and the
+previous checkpoint is untouched. `resumable` picks the newest checkpoint that reads back
+complete, setting damaged newer ones aside (renamed, never deleted) with the reason.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import random
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from bertcli import console
 from bertcli.errors import UserError
+from bertcli.paths import check_space, saving
 
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
@@ -40,6 +50,62 @@ STATE_FILES = ("model.safetensors", "optimizer.safetensors", "optimizer.json", "
 
 def step_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:07d}"
+
+
+def _required(default=dataclasses.MISSING, factory=dataclasses.MISSING):
+    """A state key a resume cannot do without: a state.json lacking it is damaged."""
+    return field(default=default, default_factory=factory, metadata={"required": True})
+
+
+@dataclass
+class TrainState:
+    """The trainer's JSON state: the one schema that saving writes and resuming reads
+    (torchtitan-style `state_dict` / `load_state_dict`). Keys an older checkpoint lacks take
+    the defaults; keys this version does not know are kept in `extra` and written back."""
+
+    step: int = _required(0)
+    consumed_samples: int = _required(0)        # data cursor: samples of the global stream read
+    tokens: int = _required(0)
+    scheduler: dict = _required(factory=dict)   # LambdaLR.state_dict() without its functions
+    interval_sums: dict = _required(factory=dict)  # metric sums since the last logged step
+    world_size: int = 1
+    batch_size: int = 0
+    train_rows: Optional[int] = None
+    bad_steps: int = 0
+    overflows: int = 0
+    scaler: dict = field(default_factory=dict)  # GradScaler.state_dict() (fp16), else empty
+    majority_acc: Optional[float] = None
+    tokenizer_sha256: Optional[str] = None      # tokenizer.json the run was trained with
+    data_sha256: Optional[str] = None           # the built data's arrow files
+    # multi-phase runs and time budgets (bertcli.train.phases): the phase of the last update, the
+    # cursor into that phase's data, and the training seconds of every run of this training
+    phase: int = 0
+    phase_name: Optional[str] = None
+    phase_start: int = 0
+    phase_samples: int = 0
+    elapsed_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def required_keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("required"))
+
+    def state_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        return {**self.extra, **d}
+
+    def load_state_dict(self, d: dict) -> "TrainState":
+        names = {f.name for f in dataclasses.fields(self)} - {"extra"}
+        for k, v in d.items():
+            if k in names:
+                setattr(self, k, v)
+            elif k not in ("format", "version", "files"):
+                self.extra[k] = v
+        return self
+
+    @classmethod
+    def from_state_dict(cls, d: dict) -> "TrainState":
+        return cls().load_state_dict(d)
 
 
 # ------------------------------------------------------------------------------------ RNG
@@ -130,14 +196,55 @@ def _read_optimizer(directory: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------------- save
+def _run_dir_of(path: Path) -> Path:
+    return path.parent if path.name == "final" else path.parent.parent
+
+
+def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters and buffers holding nan or inf (empty: all finite)."""
+    named = list(model.named_parameters()) + list(model.named_buffers())
+    return [n for n, t in named if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def _refuse_nonfinite(path: Path, model: torch.nn.Module, step: int) -> None:
+    bad = nonfinite_tensors(model)
+    if not bad:
+        return
+    last = latest(_run_dir_of(path))
+    kept = f"the last complete checkpoint, {last}, is kept" if last else "no earlier checkpoint exists"
+    raise UserError(f"the weights are not finite after step {step:,} ({len(bad)} tensors hold nan or inf, "
+                    f"first: {bad[0]}): the run failed, and {path.name}/ was not written", where=str(path),
+                    fix=f"{kept}; lower train.learning_rate, raise train.warmup_steps or set train.grad_clip, then "
+                        "--resume auto (from that checkpoint) or --force (from scratch)")
+
+
+def _bytes_of(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
+
+
+def estimated_size(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """Bytes a checkpoint takes at least: the weights twice (HF copy + trainer copy) and the
+    optimizer state (tokenizer files and JSON come on top). A lower bound, so that the check
+    before the save never refuses one that would fit; a write that runs out anyway says so too."""
+    weights = _bytes_of(model.state_dict().values())
+    opt = sum(_bytes_of(st.values()) for st in optimizer.state_dict()["state"].values())
+    return 2 * weights + opt
+
+
 def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torch.optim.Optimizer,
-         state: dict, rng: list[dict]) -> Path:
+         state: "TrainState | dict", rng: list[dict]) -> Path:
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
-    writes the Hugging Face part; `state` is the JSON trainer state; `rng` one entry per process."""
+    writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
+    Refuses non-finite weights, and a disk without room for it, before writing anything."""
     from bertcli.stages import building  # temporary name, recipe.yaml, rename when complete
 
     path = Path(path)
-    with building(path, recipe) as tmp:
+    state = state if isinstance(state, TrainState) else TrainState.from_state_dict(state)
+    _refuse_nonfinite(path, model, state.step)
+    needed = estimated_size(model, optimizer)
+    what = f"checkpoint {path.name}/"
+    check_space(path.parent, needed, what)
+    with saving(path, what, needed), building(path, recipe) as tmp:
         hf_save(model, tmp)
         ts = tmp / "trainer_state"
         ts.mkdir()
@@ -145,8 +252,8 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
         _write_optimizer(ts, optimizer)
         _write_rng(ts, rng)
         files = {name: (ts / name).stat().st_size for name in STATE_FILES}
-        (ts / "state.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, **state, "files": files},
-                                                  indent=1))
+        (ts / "state.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, **state.state_dict(),
+                                                   "files": files}, indent=1))
     return path
 
 
@@ -154,12 +261,13 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
 @dataclass
 class Checkpoint:
     path: Path
-    state: dict
+    state: TrainState
     recipe_yaml: Path
+    set_aside: list = field(default_factory=list)   # (path, reason) of damaged newer checkpoints
 
     @property
     def step(self) -> int:
-        return int(self.state["step"])
+        return int(self.state.step)
 
 
 def _damaged(path: Path, what: str) -> UserError:
@@ -168,8 +276,9 @@ def _damaged(path: Path, what: str) -> UserError:
 
 
 def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
-    """Open a checkpoint directory and check that it is complete and that its state holds the
-    keys `require` (what the caller will read); UserError otherwise."""
+    """Open a checkpoint directory and check that it is complete (every file of its size, every
+    safetensors header readable) and that its state holds the keys `require` (what the caller
+    will read; TrainState.required_keys() for a resume); UserError otherwise."""
     path = Path(path)
     if not path.is_dir():
         raise UserError("no such checkpoint directory", where=str(path),
@@ -194,9 +303,15 @@ def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
         f = ts / name
         if not f.is_file() or f.stat().st_size != size:
             raise _damaged(path, f"trainer_state/{name} is missing or truncated")
+        if name.endswith(".safetensors"):
+            try:
+                with safe_open(str(f), framework="pt") as h:  # the header only, no tensor read
+                    h.keys()
+            except Exception as e:  # SafetensorError and friends: any unreadable header
+                raise _damaged(path, f"trainer_state/{name} has an unreadable header ({str(e)[:200]})")
     if not (path / "recipe.yaml").is_file():
         raise _damaged(path, "recipe.yaml is missing")
-    return Checkpoint(path, state, path / "recipe.yaml")
+    return Checkpoint(path, TrainState.from_state_dict(state), path / "recipe.yaml")
 
 
 def restore(ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[dict]:
@@ -229,9 +344,10 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint (final/ wins a tie with the step checkpoint of its step)."""
-    best: tuple[int, int, Path] | None = None
+def candidates(run_dir: Path) -> list[Path]:
+    """Every checkpoint of a run with a state.json, newest first (final/ before the step
+    checkpoint of its step; one whose state.json does not parse sorts by its directory name)."""
+    found = []
     for p in list_checkpoints(run_dir) + [Path(run_dir) / "final"]:
         f = p / "trainer_state" / "state.json"
         if not f.is_file():
@@ -239,11 +355,55 @@ def latest(run_dir: Path) -> Path | None:
         try:
             step = int(json.loads(f.read_text())["step"])
         except (OSError, ValueError, KeyError, TypeError):
-            continue  # a damaged one is skipped by auto; an explicit PATH reports it
-        key = (step, p.name == "final", p)
-        if best is None or key[:2] > best[:2]:
-            best = key
-    return best[2] if best else None
+            m = STEP_DIR.match(p.name)
+            step = int(m.group(1)) if m else 1 << 62  # an unreadable final/ is the run's newest
+        found.append((step, p.name == "final", p))
+    return [p for *_, p in sorted(found, key=lambda t: t[:2], reverse=True)]
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The newest checkpoint (final/ wins a tie with the step checkpoint of its step); whether
+    it is complete is for `read` / `resumable` to tell."""
+    found = candidates(run_dir)
+    return found[0] if found else None
+
+
+def resumable(run_dir: Path, require: Sequence[str] = TrainState.required_keys()) -> Checkpoint | None:
+    """The newest checkpoint that reads back complete (None: the run has none). Damaged newer
+    ones are listed in `set_aside` with the reason; `set_aside_damaged` then renames them."""
+    skipped: list[tuple[Path, str]] = []
+    for p in candidates(run_dir):
+        try:
+            ck = read(p, require=require)
+        except UserError as e:
+            skipped.append((p, e.what))
+            continue
+        ck.set_aside = skipped
+        return ck
+    if skipped:
+        p, why = skipped[0]
+        raise UserError(f"every checkpoint of the run is damaged; the newest: {why}", where=str(p),
+                        fix="start over with --force (the damaged checkpoints are left as they are)")
+    return None
+
+
+def set_aside_damaged(ck: Checkpoint) -> None:
+    """Rename the damaged checkpoints newer than `ck` to damaged-<name>[-N] (kept for a look,
+    out of the way of pruning and of the step counter's new checkpoints), saying so."""
+    for p, why in ck.set_aside:
+        target = p.with_name(f"damaged-{p.name}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = p.with_name(f"damaged-{p.name}-{n}")
+        try:
+            p.rename(target)
+            moved = f"moved to {target}"
+        except OSError as e:
+            moved = f"left in place ({e.strerror})"
+        console.log(f"warning: checkpoint {p} is damaged ({why}); {moved}, not deleted")
+    if ck.set_aside:
+        console.log(f"resuming from {ck.path}, the newest complete checkpoint")
 
 
 def prune(run_dir: Path, keep_last: int) -> None:

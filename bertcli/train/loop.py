@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 from bertcli.testhooks import pause_point
 from bertcli.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
+from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
@@ -53,6 +54,7 @@ class TrainInputs:
     run_dir: Path
     dist: Dist = field(default_factory=Dist)
     resume: ckpt_io.Checkpoint | None = None
+    inputs_sha256: dict = field(default_factory=dict)  # tokenizer_sha256 / data_sha256, recorded in checkpoints
     # Multi-phase runs: the plan (None: bertcli.train.phases.plan(recipe)); the data above is the
     # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
     phases: list[Phase] | None = None
@@ -68,10 +70,11 @@ class PhaseData:
     n_train: int
     n_val: int
     collate: Callable
+    data_sha256: str | None = None      # recorded in checkpoints (bertcli.train.provenance)
 
 
 # The trainer state keys resuming reads (Trainer._load); a checkpoint lacking one is damaged.
-STATE_KEYS = ("step", "consumed_samples", "tokens", "scheduler", "interval_sums")
+STATE_KEYS = ckpt_io.TrainState.required_keys()
 
 
 @dataclass
@@ -132,7 +135,8 @@ class Trainer:
         self.phased = bool(cfg.phases)
         for ph in self.phases:  # every phase's batch fits the processes: known now, not hours later
             try:
-                split_batch(ph.recipe.train.batch_size, d.world_size, ph.recipe.train.micro_batch_size)
+                micro = ph.recipe.train.micro_batch_size
+                split_batch(ph.recipe.train.batch_size, d.world_size, None if micro == "auto" else micro)
             except UserError as e:
                 if not self.phased:
                     raise
@@ -164,7 +168,8 @@ class Trainer:
         self.rng_to_restore = rng
         self.phase, self.data = None, None
         self._enter_phase(phase_of(self.phases, self.step + 1),
-                          PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate))
+                          PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate,
+                                    inp.inputs_sha256.get("data_sha256")))
         if inp.resume is not None:
             self._check_resumed_phase(inp.resume.state)
         if self.budget is not None:
@@ -177,43 +182,90 @@ class Trainer:
         if cfg.compile:
             self.wrapped = torch.compile(self.wrapped)
 
+    # ------------------------------------------------------------------- micro-batch
+    def _micro_batch(self, ph: Phase) -> tuple[int, int, int]:
+        """(local batch, micro-batch, accumulation steps) of phase `ph` (the whole run when it has
+        no phases): its train.micro_batch_size, or with `auto` the largest that fits the device's
+        free memory at the phase's longest rows, from probe forward passes
+        (bertcli.train.memory); a size or a model that cannot fit is a UserError here, before the
+        phase's first step."""
+        from bertcli.train import memory
+
+        cfg, d = ph.recipe.train, self.d
+        auto = cfg.micro_batch_size == "auto"
+        local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
+        length = ph.recipe.data.max_seq_length
+        available, source = memory.available_bytes(self.device)
+        try:
+            per_seq, fixed = memory.measure(lambda m: self._probe(m, length, ph.recipe.data), self.model)
+        except torch.cuda.OutOfMemoryError:
+            per_seq, fixed = float(available), 0.0        # not even the probe's 1 sequence fits
+        static = memory.static_bytes(self.model) - memory.resident_bytes(self.model, self.optimizer)
+        p = memory.plan(local, static, per_seq, fixed, available, source, None if auto else requested, length)
+        micro = min(all_gather_json(d, p.micro))          # every process accumulates the same number
+        if auto and d.main:
+            from bertcli import console
+
+            console.log(f"train.micro_batch_size auto: {p.describe(local, length)}" +
+                        (f"; {micro} to match the other processes" if micro != p.micro else ""))
+        return split_batch(cfg.batch_size, d.world_size, micro)
+
+    def _probe(self, m: int, length: int, dcfg=None) -> None:
+        """A forward pass of m synthetic rows of `length` tokens, masked as the data section
+        `dcfg` (default: the recipe's) would mask them."""
+        V = self.model.config.vocab_size
+        dcfg = dcfg or self.r.data
+        k = max(1, min(length - 2, round(length * dcfg.mlm_probability), dcfg.max_predictions_per_seq or length))
+        g = torch.Generator().manual_seed(0)
+        rows = torch.arange(m).unsqueeze(1) * length                          # [m, 1]
+        b = {"input_ids": torch.randint(0, V, (m, length), generator=g),
+             "attention_mask": torch.ones(m, length, dtype=torch.long),
+             "token_type_ids": torch.zeros(m, length, dtype=torch.long),
+             "mlm_positions": (rows + torch.arange(1, k + 1)).reshape(-1),     # [m * k]
+             "mlm_labels": torch.randint(0, V, (m * k,), generator=g),
+             "pair_labels": torch.zeros(m, dtype=torch.long)}
+        self._losses(self.model, self._to_device(b))                          # the graph is dropped unused
+
     # ------------------------------------------------------------------------- state
-    def _state(self) -> dict:
+    def _state(self) -> ckpt_io.TrainState:
         sums = self.sums.clone()
-        return {"step": self.step, "consumed_samples": self.consumed, "tokens": self.tokens,
-                "world_size": self.d.world_size, "batch_size": self.batch_size, "train_rows": self.data.n_train,
-                "bad_steps": self.guard.bad_steps, "overflows": self.overflows,
-                "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
-                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
-                "interval_sums": dict(zip(SUMS, sums.tolist())), "majority_acc": self.majority,
-                # the phase of the last update and the cursor into its data; the training time
-                "phase": self.phase.index, "phase_name": self.phase.name, "phase_start": self.phase.start,
-                "phase_samples": (self.step - self.phase.start) * self.batch_size, "elapsed_s": self.elapsed}
+        return ckpt_io.TrainState(
+            step=self.step, consumed_samples=self.consumed, tokens=self.tokens,
+            world_size=self.d.world_size, batch_size=self.batch_size, train_rows=self.data.n_train,
+            bad_steps=self.guard.bad_steps, overflows=self.overflows,
+            scheduler={k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
+            scaler=self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            interval_sums=dict(zip(SUMS, sums.tolist())), majority_acc=self.majority,
+            tokenizer_sha256=self.inp.inputs_sha256.get("tokenizer_sha256"), data_sha256=self.data.data_sha256,
+            # the phase of the last update and the cursor into its data; the training time
+            phase=self.phase.index, phase_name=self.phase.name, phase_start=self.phase.start,
+            phase_samples=(self.step - self.phase.start) * self.batch_size, elapsed_s=self.elapsed)
 
     def _load(self, ck: ckpt_io.Checkpoint) -> list[dict]:
         s = ck.state
         rng = ckpt_io.restore(ck, self.model, self.optimizer)
         sd = self.scheduler.state_dict()
-        sd.update(s["scheduler"])
+        sd.update(s.scheduler)
         self.scheduler.load_state_dict(sd)
         # The next update's learning rate follows this run's schedule, not the one saved in the
         # optimizer state: max_steps may change on resume (the same value when it did not).
         for group, base, fn in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.scheduler.lr_lambdas):
             group["lr"] = base * fn(self.scheduler.last_epoch)
-        if s.get("scaler"):
-            self.scaler.load_state_dict(s["scaler"])
-        self.step, self.consumed, self.tokens = int(s["step"]), int(s["consumed_samples"]), int(s["tokens"])
-        self.guard.bad_steps, self.overflows = int(s.get("bad_steps", 0)), int(s.get("overflows", 0))
-        self.majority = s.get("majority_acc")
-        self.elapsed = self.elapsed_before = float(state_value(s, "elapsed_s", 0.0))
+        if s.scaler:
+            self.scaler.load_state_dict(s.scaler)
+        self.step, self.consumed, self.tokens = int(s.step), int(s.consumed_samples), int(s.tokens)
+        self.guard.bad_steps, self.overflows = int(s.bad_steps), int(s.overflows)
+        self.majority = s.majority_acc
+        self.elapsed = self.elapsed_before = float(s.elapsed_s)
         # The main process holds the interval sums of all processes; the others start from zero.
         if self.d.main:
-            self.sums = torch.tensor([s["interval_sums"][k] for k in SUMS], dtype=torch.float64, device=self.device)
+            self.sums = torch.tensor([s.interval_sums[k] for k in SUMS], dtype=torch.float64, device=self.device)
         return rng
 
     def _save(self, path: Path) -> Path:
         sums = all_reduce_sum(self.d, self.sums.clone())
-        state = {**self._state(), "interval_sums": dict(zip(SUMS, sums.tolist()))}
+        state = self._state()
+        state.interval_sums = dict(zip(SUMS, sums.tolist()))
         rng = all_gather_json(self.d, ckpt_io.capture_rng())
         if self.d.main:
             ckpt_io.save(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, optimizer=self.optimizer,
@@ -294,7 +346,7 @@ class Trainer:
 
     # -------------------------------------------------------------------------- eval
     @torch.no_grad()
-    def evaluate(self) -> dict:
+    def validate(self) -> dict:
         if self.data.val_dataset is None or self.data.n_val == 0:
             return {}
         rows = None if self.cfg.eval_batches is None else self.cfg.eval_batches * self.batch_size
@@ -350,6 +402,7 @@ class Trainer:
                     tokens_before = self.tokens
                     _, stopping = self._train_step(batches, stop)
                     self._tick()
+                    release_free_memory(self.step)  # slower memory growth over long runs (train/heap.py)
                     interval_tokens += self.tokens - tokens_before
                     step, final = self.step, self.step >= cfg.max_steps or self._budget_spent()
                     # the end of a phase is validated and checkpointed: a resume can start at it
@@ -360,7 +413,7 @@ class Trainer:
                         now = time.monotonic()
                         rec = self._log_record(lr, interval_tokens / max(1e-9, now - interval_start))
                         if evaluating:
-                            val = self.evaluate()
+                            val = self.validate()
                             rec.update(val)
                             result.last_val = val
                         interval_start, interval_tokens = time.monotonic(), 0
@@ -389,7 +442,7 @@ class Trainer:
     def _enter_phase(self, ph: Phase, data: PhaseData) -> None:
         self.phase, self.data = ph, data
         self.batch_size = ph.recipe.train.batch_size
-        _, self.micro, self.accum = split_batch(self.batch_size, self.d.world_size, ph.recipe.train.micro_batch_size)
+        _, self.micro, self.accum = self._micro_batch(ph)
 
     def _check_resumed_phase(self, s) -> None:
         """The checkpoint's phase must be the plan's phase of its step (max_steps may change on

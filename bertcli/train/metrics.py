@@ -3,6 +3,11 @@ events when tensorboard is installed, and a live view (rich on a TTY, plain line
 
 Only the main process writes. After a resume, the lines past the checkpoint's step are dropped
 so the file reads like an uninterrupted run.
+
+The file is strict JSON (RFC 8259: no NaN / Infinity tokens, which most JSON readers refuse): a
+value that is not finite is written as null and its key listed in `"nonfinite"`, e.g.
+`{"step": 7, "loss": null, ..., "nonfinite": ["loss", "mlm_loss"]}`. Readers get such values
+back as nan (`read_metrics`), so a null never reaches a format string.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from rich.progress import ProgressColumn
 from rich.text import Text
 
 from bertcli import console
+from bertcli.paths import saving
 from bertcli.stages import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
@@ -32,13 +38,15 @@ class MetricsLog:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = read_metrics(self.path, up_to_step=resume_step) if resume_step is not None else []
-        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        self._file = open(self.path, "a", encoding="utf-8")
+        with saving(self.path, "the metrics log"):
+            write_text_atomic(self.path, "".join(to_json_line(r) for r in kept))
+            self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
+            with saving(self.path, "the metrics log"):
+                self._file.write(to_json_line(record))
+                self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
@@ -46,8 +54,18 @@ class MetricsLog:
             self._file = None
 
 
+def to_json_line(record: dict) -> str:
+    """One strict-JSON line: non-finite floats become null, their keys listed in "nonfinite"."""
+    bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        record = {**{k: (None if k in bad else v) for k, v in record.items() if k != "nonfinite"},
+                  "nonfinite": sorted(set(bad) | set(record.get("nonfinite") or ()))}
+    return json.dumps(record, allow_nan=False) + "\n"
+
+
 def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
-    """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step."""
+    """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step.
+    Keys listed in a record's "nonfinite" read back as nan (the file holds null there)."""
     records = []
     if not Path(path).is_file():
         return records
@@ -57,6 +75,9 @@ def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
         except ValueError:
             continue
         if isinstance(r, dict) and "step" in r and (up_to_step is None or r["step"] <= up_to_step):
+            for k in r.get("nonfinite") or ():
+                if r.get(k) is None:
+                    r[k] = math.nan
             records.append(r)
     return records
 
@@ -90,12 +111,17 @@ class TensorBoard:
             self.writer.close()
 
 
+def _num(value) -> float:
+    """A record's value for a format string: a null (a non-finite value as written) is nan."""
+    return math.nan if value is None else value
+
+
 def format_record(r: dict, pair_name: str | None) -> str:
     """One short line: step, losses, accuracies, lr, throughput."""
-    parts = [f"loss {r['loss']:.4f}", f"mlm_acc {r['mlm_acc']:.4f}"]
+    parts = [f"loss {_num(r['loss']):.4f}", f"mlm_acc {_num(r['mlm_acc']):.4f}"]
     if pair_name and r.get("pair_acc") is not None:
         parts.append(f"{pair_name}_acc {r['pair_acc']:.4f}")
-    parts += [f"lr {r['lr']:.3e}", f"{r['tokens_per_s']:,.0f} tok/s"]
+    parts += [f"lr {_num(r['lr']):.3e}", f"{_num(r['tokens_per_s']):,.0f} tok/s"]
     if "val_loss" in r:
         parts.append("| " + format_validation(r, pair_name))
     return "  ".join(parts)
@@ -103,7 +129,7 @@ def format_record(r: dict, pair_name: str | None) -> str:
 
 def format_validation(r: dict, pair_name: str | None) -> str:
     """The validation part of a record, short enough for one line of an 80-column terminal."""
-    text = f"val loss {r['val_loss']:.4f} mlm_acc {r['val_mlm_acc']:.4f}"
+    text = f"val loss {_num(r['val_loss']):.4f} mlm_acc {_num(r['val_mlm_acc']):.4f}"
     if pair_name and r.get("val_pair_acc") is not None:
         text += f" {pair_name}_acc {r['val_pair_acc']:.4f}"
     return text
@@ -121,7 +147,7 @@ def _rate(tokens_per_s: float) -> str:
 
 def live_fields(r: dict) -> str:
     """The live view's metrics: throughput, loss and MLM accuracy, in at most ~32 characters."""
-    return f"{_rate(r['tokens_per_s'])}  loss {r['loss']:.3f}  acc {r['mlm_acc']:.3f}"
+    return f"{_rate(_num(r['tokens_per_s']))}  loss {_num(r['loss']):.3f}  acc {_num(r['mlm_acc']):.3f}"
 
 
 class _Clock(ProgressColumn):

@@ -13,6 +13,7 @@ wait, and only rank 0 writes the run's files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import time
@@ -27,9 +28,9 @@ from bertcli.errors import UserError
 from bertcli.machine import advise_threads
 from bertcli.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train import distributed
+from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
-from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name, state_value
+from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
@@ -134,24 +135,29 @@ def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[
         last = ckpt_io.latest(run_dir)
         if last is None:
             return None  # a run of this recipe killed before its first checkpoint: start over
-        step = ckpt_io.read(last).step
-        raise UserError(f"the output directory already holds this recipe's run (checkpoint at step {step:,} of "
-                        f"{recipe.train.max_steps:,})", where=str(run_dir),
+        at = f" (checkpoint at step {ckpt_io.read(last).step:,} of {recipe.train.max_steps:,})" \
+            if _readable(last) else ""
+        raise UserError(f"the output directory already holds this recipe's run{at}", where=str(run_dir),
                         fix="--resume auto continues it; --force starts it over")
     if resume == "auto":
-        last = ckpt_io.latest(run_dir)
-        if last is None:
+        # the newest checkpoint that reads back complete; damaged newer ones are set aside (by _run)
+        ck = ckpt_io.resumable(run_dir, require=ckpt_io.TrainState.required_keys())
+        if ck is None:
             _refuse_another_run(run_dir, recipe)
             console.log(f"no checkpoint in {run_dir}: starting from scratch")
             return None
-        path = last
     else:
-        path = Path(resume)
-    from bertcli.train.loop import STATE_KEYS  # what Trainer._load will read
-
-    ck = ckpt_io.read(path, require=STATE_KEYS)
+        ck = ckpt_io.read(Path(resume), require=ckpt_io.TrainState.required_keys())
     check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
     return ck
+
+
+def _readable(path: Path) -> bool:
+    try:
+        ckpt_io.read(path)
+        return True
+    except UserError:
+        return False
 
 
 def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
@@ -205,9 +211,13 @@ def _stages(recipe: Recipe, d: distributed.Dist):
 # ---------------------------------------------------------------------------------- run
 def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
+    from bertcli.locks import run_lock
+
     d = distributed.init(recipe.train.device)
     try:
-        return _run(recipe, resume, force, d)
+        # one process per run directory: a second run on it fails at once, naming the holder
+        with run_lock(recipe.out) if d.main else contextlib.nullcontext():
+            return _run(recipe, resume, force, d)
     finally:
         distributed.shutdown()
 
@@ -215,7 +225,7 @@ def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = Fal
 def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.model import build_model, save_checkpoint
+    from bertcli.model import build_model, parameter_counts, save_checkpoint
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.loop import Trainer, TrainInputs
 
@@ -238,11 +248,19 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     tok = load_tokenizer(tok_result.path)
     data = load_data(data_result.path)
     train_split, val_split = data["train"], data["validation"]
+    hashes = provenance.inputs_sha256(tok_result.path, data_result.path)
     same_phase = ck is not None and phase_of(phases, max(1, ck.step)) is start_phase   # not at a boundary
-    if same_phase and ck.state.get("train_rows") not in (None, len(train_split)):
-        raise UserError(f"the checkpoint was trained on {ck.state['train_rows']:,} rows, the data has "
-                        f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+    if ck is not None:
+        # At a phase boundary the data is the next phase's: only the tokenizer must be the same.
+        provenance.check_same_inputs(ck.state, hashes, ck.path, tok_result.path, data_result.path,
+                                     compare=("tokenizer_sha256", "data_sha256") if same_phase else ("tokenizer_sha256",))
+        if same_phase and ck.state.train_rows not in (None, len(train_split)):
+            raise UserError(f"the checkpoint was trained on {ck.state.train_rows:,} rows, the data has "
+                            f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
+        if d.main:
+            ckpt_io.set_aside_damaged(ck)
 
+    memory.check_model_fits(parameter_counts(recipe.model, tok.vocab_size)["total"], d.device)  # before allocating it
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
     model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
     if d.main:
@@ -251,21 +269,21 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         ckpt_io.prune(run_dir, recipe.train.keep_last)
     result.resumed_from = ck.path if ck is not None else None
     if ck is not None:
-        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state['consumed_samples']:,} samples)")
+        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state.consumed_samples:,} samples)")
     inputs = TrainInputs(
         recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
         n_train=len(train_split), n_val=len(val_split),
         collate=PretrainCollator(tok, start_phase.recipe.data, recipe.seed),
         hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck, phases=phases,
+        run_dir=run_dir, dist=d, resume=ck, phases=phases, inputs_sha256=hashes,
         open_phase=lambda ph: _open_phase(ph, tok, d, result))
     budget = budget_seconds(recipe.train)
     if ck is not None and (ck.step >= recipe.train.max_steps
-                           or (budget is not None and state_value(ck.state, "elapsed_s", 0.0) >= budget)):
+                           or (budget is not None and ck.state.elapsed_s >= budget)):
         console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
                     f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
-        result.train_seconds = float(state_value(ck.state, "elapsed_s", 0.0))
-        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.get("tokens", 0))
+        result.train_seconds = float(ck.state.elapsed_s)
+        result.step, result.checkpoint, result.tokens = ck.step, ck.path, int(ck.state.tokens)
         records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
         result.last = records[-1] if records else {}
         result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
@@ -282,7 +300,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     result.seconds = time.monotonic() - t0
     if d.main:
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
-                        summary_rows(result, recipe))
+                        pretrain_summary_rows(result, recipe))
     return result
 
 
@@ -299,10 +317,11 @@ def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
     console.log(f"{data_result.name}: {'reused' if data_result.reused else 'built'} {data_result.path}")
     data = load_data(data_result.path)
     return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
-                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed))
+                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed),
+                     provenance.content_sha256(data_result.path, ["*.arrow"]))
 
 
-def summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
+def pretrain_summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:
     pair = recipe.data.objective if recipe.data.objective != "none" else None
     rows: list[tuple[str, object]] = [("stages", ", ".join(f"{s.name} {'reused' if s.reused else 'built'}"
                                                           for s in r.stages))]

@@ -1,0 +1,94 @@
+"""Exclusive locks on run and stage directories, so two processes never write one directory.
+
+A lock is `fcntl.flock` on a file next to the directory (`<parent>/.<name>.lock`) that holds
+the holder's PID and host. The kernel drops a flock when its process dies, however it dies, so
+a lock left by a killed process is free at once: the next process takes it over (and says so
+when the file still names a process that no longer runs on this host). Nothing is ever deleted
+on a guess about whether its owner is alive.
+
+- `run_lock(dir)`: a second run on the same output directory fails at once (UserError, exit 2)
+  naming the holder.
+- `stage_lock(dir, what)`: a second build of the same stage (e.g. two users sharing a
+  cache_dir) waits for the first, then finds its result complete and reuses it.
+
+Locks on network filesystems follow what their flock implementation does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import Iterator
+
+from bertcli import console
+from bertcli.errors import UserError
+
+
+def lock_path(directory: Path) -> Path:
+    directory = Path(directory)
+    return directory.with_name(f".{directory.name}.lock")
+
+
+def _holder(f) -> tuple[int | None, str]:
+    f.seek(0)
+    parts = f.read().split()
+    pid = int(parts[0]) if parts and parts[0].isdigit() else None
+    return pid, parts[1] if len(parts) > 1 else "?"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return e.errno == errno.EPERM
+    return True
+
+
+@contextlib.contextmanager
+def _lock(directory: Path, wait: bool, what: str) -> Iterator[None]:
+    path = lock_path(directory)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+", encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot create the lock file for {what}: {e.strerror}", where=str(path),
+                        fix="make the directory writable, or choose another output_dir / cache_dir") from None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, host = _holder(f)
+            if not wait:
+                raise UserError(f"{what} is in use by another bertcli process (PID {pid}, host {host})",
+                                where=str(directory),
+                                fix="wait for that run to finish or stop it, or choose another output_dir") from None
+            console.log(f"waiting for PID {pid} on {host}, which is building {what} ({directory})")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        pid, host = _holder(f)
+        if pid is not None and pid != os.getpid() and host == socket.gethostname() and not _alive(pid):
+            console.log(f"took over the lock of {what} left by PID {pid} (no longer running)")
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()} {socket.gethostname()}\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()  # an empty file: nobody holds it (the flock is what counts)
+            f.flush()
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run_lock(directory: Path) -> contextlib.AbstractContextManager:
+    """Hold the run directory for this process; fail at once when another one holds it."""
+    return _lock(directory, wait=False, what="the run directory")
+
+
+def stage_lock(directory: Path, what: str) -> contextlib.AbstractContextManager:
+    """Hold a stage directory while checking and building it; wait while another process does."""
+    return _lock(directory, wait=True, what=what)
