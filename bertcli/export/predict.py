@@ -167,17 +167,10 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
 # ------------------------------------------------------------------------------------ command
 def check_output(out: Optional[Path]) -> None:
     """The output file's directory must be writable, before any work starts."""
-    if out is None:
-        return
-    out = Path(out)
-    if out.is_dir():
-        raise UserError(f"--out {out} is a directory", fix="give a file name, e.g. predictions.jsonl")
-    parent = out.parent if str(out.parent) else Path(".")
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"cannot write {out}: {probe} is not a writable directory", fix="choose another --out")
+    if out is not None:
+        from bertcli.paths import check_output_file
+
+        check_output_file(out, "the predictions", "--out")
 
 
 def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,

@@ -55,11 +55,9 @@ def check_out_dir(out: Path, force: bool) -> None:
                             fix="give a new or empty directory (bertcli never overwrites other files)")
         if not force:
             raise UserError(f"--out {out} already holds a bundle", fix="add --force to replace it, or choose another --out")
-    probe = out.parent if str(out.parent) else Path(".")
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"cannot write {out}: {probe} is not a writable directory", fix="choose another --out")
+    from bertcli.paths import check_output_dir
+
+    check_output_dir(out, "the export bundle", "--out")
 
 
 def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
