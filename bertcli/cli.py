@@ -200,6 +200,47 @@ def finetune_glue(
     run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
 
 
+@app.command("export")
+def export_cmd(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
+    out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
+    opset: int = typer.Option(18, "--opset", help="ONNX opset (17 or later)."),
+    fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
+    quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing bundle in --out."),
+) -> None:
+    """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
+    from bertcli.export.run import run_export
+
+    result = run_export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=quantize, dev=dev,
+                        verify=verify, force=force)
+    if not result.passed:
+        raise typer.Exit(code=1)
+
+
+@app.command("predict")
+def predict_cmd(
+    model: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
+    input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sequences per forward pass."),
+    top_k: int = typer.Option(5, "--top-k", min=1, help="fill-mask: candidates per mask."),
+    pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
+) -> None:
+    """Batched predictions for every record of a file, as jsonl."""
+    from bertcli.export.predict import run_predict
+
+    summary = run_predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
+                          max_length=max_length, allow_impossible=allow_impossible)
+    console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
+
+
 @finetune_app.command("squad")
 def finetune_squad(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),

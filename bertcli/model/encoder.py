@@ -97,12 +97,13 @@ class Layout:
         return x.index_select(0, positions if self.rows is None else self.rows.index_select(0, positions))
 
 
-def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool) -> Layout:
+def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool,
+                static: bool = False) -> Layout:
     if attention_mask is None:
         return Layout(batch, length)
     keep = attention_mask.bool()                       # [B, T]
     mask = keep[:, None, None, :]                      # [B, 1, 1, T], broadcast over heads, queries
-    if torch.compiler.is_compiling():
+    if static or torch.compiler.is_compiling():
         return Layout(batch, length, mask)             # static shapes: no data-dependent unpadding
     if not unpad:
         # no padding at all: SDPA may pick its fastest (mask-free) kernel
@@ -315,6 +316,9 @@ class Encoder(nn.Module):
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
         self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
+        # Padded [B, T] layout always, the mask only in attention: no data-dependent shapes or host
+        # syncs, so a graph traced once serves every batch (ONNX export). Overrides unpad and `keep`.
+        self.static = False
 
     def positions(self, input_ids: Tensor) -> Tensor:
         """[B, T] position ids. Offset positions (RoBERTa): position_offset, +1, ... for real
@@ -333,7 +337,7 @@ class Encoder(nn.Module):
         only those positions' outputs (their keys and values still come from every token), and
         only they can be read from the result."""
         B, T = input_ids.shape
-        layout = make_layout(attention_mask, B, T, self.unpad)
+        layout = make_layout(attention_mask, B, T, self.unpad, self.static)
         emb = self.embeddings
         if token_type_ids is None and emb.token_type is not None:
             token_type_ids = torch.zeros_like(input_ids)
@@ -344,7 +348,8 @@ class Encoder(nn.Module):
             x = self.proj(x)                                          # [N, H]
         plan, c = self.layer_plan, self.config
         kinds = self.attention_inputs(layout)   # per layer kind (global / local): None = padding mask only
-        sparse_last = keep is not None and keep.numel() > 0 and not torch.compiler.is_compiling()
+        sparse_last = (keep is not None and keep.numel() > 0 and not self.static
+                       and not torch.compiler.is_compiling())
         for i, (a, f) in enumerate(plan[:-1] if sparse_last else plan):
             x = self.ffn[f](self.attention[a](x, layout, inputs=kinds[c.is_global(i)]))
         if sparse_last:

@@ -1,0 +1,206 @@
+"""`bertcli predict`: batched inference of a checkpoint (PyTorch) or an export bundle (ONNX Runtime).
+
+    open_model(path, task=None) -> Predictor     a checkpoint directory, a bundle directory or a
+                                                 model.onnx inside a bundle
+    Predictor.predict(records) -> iterator of predictions, in input order
+    run_predict(...)                             the command: input file -> jsonl
+
+Both backends run the same traced module (heads.exportable), take the same padded batches and
+feed the same decoders, so they give the same predictions. Records are read, encoded and run in
+chunks (length-sorted inside a chunk to cut padding), so memory stays bounded on any input size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+import numpy as np
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
+from bertcli.export.decode import Context, make_decoder
+from bertcli.export.heads import read_json
+
+GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass
+class Predictor:
+    task: str
+    backend: object                       # TorchBackend | OrtBackend
+    info: object                          # TokenizerInfo
+    labels: Optional[tuple[str, ...]]
+    max_length: int
+    directory: Path
+    options: dict = field(default_factory=dict)
+    batch_size: int = 32
+    per_token: frozenset = frozenset()    # outputs [B, T, ...]: cut to each window's real tokens
+
+    def context(self) -> Context:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(self.info.tokenizer.to_str())
+        tok.no_padding()
+        tok.enable_truncation(max_length=self.max_length, strategy="longest_first")
+        return Context(tok, self.info, self.labels, self.max_length, self.options)
+
+    def predict(self, records: Iterable[tuple[str, dict]], chunk: int | None = None,
+                bar=None) -> Iterator[dict]:
+        """One prediction per (where, record), in order."""
+        dec = make_decoder(self.task, self.context())
+        chunk = chunk or self.batch_size * 16
+        buffer: list[tuple[str, dict]] = []
+        for item in records:
+            buffer.append(item)
+            if len(buffer) >= chunk:
+                yield from self._chunk(dec, buffer, bar)
+                buffer = []
+        if buffer:
+            yield from self._chunk(dec, buffer, bar)
+
+    def _chunk(self, dec, items, bar) -> Iterator[dict]:
+        # per record: its windows (a decoder that windows a whole chunk at once has encode_many)
+        windows = dec.encode_many(items) if hasattr(dec, "encode_many") else [dec.encode(rec, where) for where, rec in items]
+        flat = [(r, w) for r, ws in enumerate(windows) for w in range(len(ws))]
+        order = sorted(range(len(flat)), key=lambda i: len(windows[flat[i][0]][flat[i][1]].ids))
+        results: list[dict | None] = [None] * len(flat)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            encs = [windows[flat[i][0]][flat[i][1]] for i in idx]
+            feed = pad_batch(encs, self.info.pad_id, self.backend.input_names)
+            outs = self.backend.run(feed)
+            for row, (i, e) in enumerate(zip(idx, encs)):
+                n = len(e.ids)
+                # per-token outputs [B, T, ...] are cut to the real tokens of the window
+                results[i] = {k: v[row, :n] if k in self.per_token else v[row] for k, v in outs.items()}
+        if hasattr(dec, "decode_many"):
+            preds = dec.decode_many(items, windows, results)
+        else:
+            bounds = np.cumsum([0] + [len(ws) for ws in windows])
+            preds = [dec.decode(rec, ws, results[bounds[i]:bounds[i + 1]])
+                     for i, ((_, rec), ws) in enumerate(zip(items, windows))]
+        for (_, rec), pred in zip(items, preds):
+            if "id" in rec:                                                # the user's own key comes along
+                pred = {"id": rec["id"], **pred}
+            if bar is not None:
+                bar.advance(1)
+            yield pred
+
+
+# ------------------------------------------------------------------------------------ opening
+def is_bundle(path: Path) -> bool:
+    path = Path(path)
+    return path.suffix == ".onnx" or (path / "model.onnx").is_file()
+
+
+def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, batch_size: int = 32,
+               max_length: Optional[int] = None, **options) -> Predictor:
+    """A Predictor for a checkpoint (PyTorch) or an export bundle / .onnx file (ONNX Runtime)."""
+    from bertcli.export.graph import max_length as longest
+    from bertcli.export.heads import HEADS, detect_kind, exportable
+    from bertcli.model.hf import read_config
+    from bertcli.tokenizer import load_tokenizer
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist", fix="give a checkpoint directory, an export bundle or a model.onnx")
+    if is_bundle(path):
+        onnx_file = path if path.suffix == ".onnx" else path / "model.onnx"
+        directory = onnx_file.parent
+        info_file = directory / "export_info.json"
+        export_info = read_json(info_file) if info_file.is_file() else {}
+        config = read_config(directory, head="classification")
+        found = task or export_info.get("task")
+        if not found:
+            raise UserError(f"no export_info.json next to {onnx_file.name}, so the task is unknown",
+                            where=str(directory), fix="name it with --task (classification, fill-mask, features, ...)")
+        kind = detect_kind(directory, found)
+        tok = load_tokenizer(directory)
+        backend = OrtBackend(onnx_file, threads=threads)
+        check_graph(backend, tok, config, export_info, onnx_file)
+        limit = int(export_info.get("max_sequence_length") or longest(config))
+    else:
+        kind = detect_kind(path, task)
+        config = read_config(path, head="classification")
+        tok = load_tokenizer(path)
+        backend = TorchBackend(exportable(kind, kind.load(path)), threads=threads)
+        directory, limit = path, longest(config)
+    if kind.task not in HEADS:
+        raise UserError(f"unknown task {kind.task}")
+    if max_length is not None and max_length > limit:
+        raise UserError(f"--max-length {max_length} exceeds the model's {limit} positions", fix=f"use at most {limit}")
+    per_token = frozenset(n for n, axes in kind.outputs.items() if axes[1:2] == ("sequence",))
+    return Predictor(kind.task, backend, tok, config.labels, max_length or limit, directory, options, batch_size,
+                     per_token)
+
+
+def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
+    """The graph's inputs must be the ones this tokenizer feeds, for this vocabulary."""
+    names = backend.input_names
+    unknown = [n for n in names if n not in GRAPH_INPUTS]
+    if unknown or "input_ids" not in names:
+        raise UserError(f"the ONNX graph takes inputs {', '.join(names)}; bertcli feeds "
+                        f"{', '.join(GRAPH_INPUTS)}", where=str(where),
+                        fix="export the model with `bertcli export` (inputs input_ids, attention_mask, token_type_ids)")
+    for value in backend.session.get_inputs():
+        if value.type != "tensor(int64)":
+            raise UserError(f"graph input {value.name} is {value.type}, not int64 token ids", where=str(where))
+    vocab = int(export_info.get("vocab_size") or config.vocab_size)
+    if tok.vocab_size > vocab:
+        raise UserError(f"the tokenizer has {tok.vocab_size:,} tokens but the graph's model only {vocab:,} "
+                        "embeddings: the tokenizer does not belong to this model", where=str(where),
+                        fix="keep the tokenizer files the export wrote next to model.onnx")
+    if "token_type_ids" in names and not config.spec.uses_token_types:
+        raise UserError("the graph takes token_type_ids but config.json describes a family without token types",
+                        where=str(where), fix="config.json does not belong to this model.onnx")
+    if tok.pad_id != config.pad_token_id:
+        raise UserError(f"the tokenizer pads with id {tok.pad_id} but the model's pad_token_id is "
+                        f"{config.pad_token_id}: the tokenizer does not belong to this model", where=str(where))
+
+
+# ------------------------------------------------------------------------------------ command
+def check_output(out: Optional[Path]) -> None:
+    """The output file's directory must be writable, before any work starts."""
+    if out is not None:
+        from bertcli.paths import check_output_file
+
+        check_output_file(out, "the predictions", "--out")
+
+
+def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,
+                batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
+                threads: Optional[int] = None, allow_impossible: bool = False) -> dict:
+    """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
+    written under a temporary name and renamed when complete). Returns a summary."""
+    from bertcli.export.inputs import check_input, count_records, read_records
+
+    check_input(input_file)
+    check_output(out)
+    p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
+                   top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
+    total = count_records(input_file)
+    n = 0
+    tmp = None
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    sink = open(tmp, "w", encoding="utf-8") if tmp is not None else sys.stdout
+    try:
+        with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
+            for n, pred in enumerate(p.predict(read_records(input_file), bar=bar), 1):
+                sink.write(json.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
+        if tmp is not None:
+            sink.close()
+            os.replace(tmp, out)
+    finally:
+        if tmp is not None:
+            sink.close()
+            tmp.unlink(missing_ok=True)
+    return {"task": p.task, "backend": p.backend.name, "records": n, "out": str(out) if out else "stdout"}

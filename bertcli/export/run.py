@@ -1,0 +1,230 @@
+"""`bertcli export`: a checkpoint -> a verified ONNX bundle.
+
+    OUT/model.onnx            (+ model.onnx.data for models over 2 GB)
+    OUT/config.json           the checkpoint's, with its labels (id2label)
+    OUT/tokenizer files       as the checkpoint has them
+    OUT/export_info.json      task, opset, inputs/outputs, precision, verification figures,
+                              dev metrics, file sizes, the source files' sha256
+
+The bundle is built in a temporary directory next to OUT and renamed when complete; a bundle
+whose verification fails is not kept (exit code 1), so nothing unverified looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bertcli import __version__, console
+from bertcli.errors import UserError
+
+
+VERIFY_MAX_TOKENS = 1024
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    info: dict
+    passed: bool
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_out_dir(out: Path, force: bool) -> None:
+    """OUT must be creatable and writable; an existing non-empty directory is replaced only if it
+    is an earlier bundle (export_info.json) and --force is given."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file", fix="give a directory for the bundle")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "export_info.json").is_file():
+            raise UserError(f"--out {out} is a non-empty directory that is not an export bundle",
+                            fix="give a new or empty directory (bertcli never overwrites other files)")
+        if not force:
+            raise UserError(f"--out {out} already holds a bundle", fix="add --force to replace it, or choose another --out")
+    from bertcli.paths import check_output_dir
+
+    check_output_dir(out, "the export bundle", "--out")
+
+
+def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
+               quantize: Optional[str] = None, dev: Optional[Path] = None, verify: bool = True,
+               force: bool = False) -> ExportResult:
+    from bertcli.export.backend import require_onnx
+
+    require_onnx()
+    from bertcli.export import graph
+    from bertcli.export.heads import detect_kind, exportable
+    from bertcli.model.checkpoint import copy_tokenizer
+    from bertcli.model.hf import read_config, weight_files
+    from bertcli.tokenizer import load_tokenizer
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    # Everything that needs no weights first: a mistake is reported at once.
+    if opset < graph.MIN_OPSET:
+        raise UserError(f"--opset {opset} is too old", fix=f"use {graph.MIN_OPSET} or later (LayerNormalization)")
+    if quantize not in (None, "int8"):
+        raise UserError(f"--quantize {quantize!r} is not supported", fix="use --quantize int8")
+    if fp16 and quantize:
+        raise UserError("--fp16 and --quantize int8 are two different targets", fix="choose one")
+    if dev is not None and not quantize:
+        raise UserError("--dev measures what quantization costs", fix="add --quantize int8")
+    config = read_config(checkpoint, head="classification")
+    files = weight_files(checkpoint)
+    kind = detect_kind(checkpoint, task)
+    tok = load_tokenizer(checkpoint)
+    check_out_dir(out, force)
+    dev_set = None
+    if dev is not None:
+        from bertcli.export.dev import load_dev
+
+        dev_set = load_dev(dev, kind.task, config.labels)
+
+    console.log(f"exporting {checkpoint} as {kind.task} ({config.family}, opset {opset}"
+                f"{', fp16' if fp16 else ''}{', int8' if quantize else ''})")
+    model = kind.load(checkpoint)
+    module = exportable(kind, model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
+    tmp.mkdir()
+    try:
+        info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify)
+        passed = all(c["passed"] for c in info["verification"].values())
+        if passed:
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    show(out, info, passed)
+    return ExportResult(out, info, passed)
+
+
+def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify) -> dict:
+    from bertcli.export import graph
+    from bertcli.export.backend import OrtBackend, TorchBackend
+    from bertcli.export.verify import compare, verification_batches
+    from bertcli.model.checkpoint import copy_tokenizer
+
+    copy_tokenizer(checkpoint, tmp)
+    shutil.copyfile(checkpoint / "config.json", tmp / "config.json")
+    max_len = graph.max_length(config)
+    start = time.monotonic()
+    fp32_path = tmp / ("model.fp32.onnx" if quantize else "model.onnx")
+    reference = TorchBackend(module)
+    # the longest verified sequence is capped: a padded 8192-token ModernBERT batch needs GBs of attention
+    batches = verification_batches(tok.tokenizer, tok.pad_id, list(module.input_names), min(max_len, VERIFY_MAX_TOKENS))
+    dev_metrics: dict = {}
+    if dev_set is not None:
+        from bertcli.export.dev import evaluate
+        from bertcli.export.predict import Predictor
+
+        records, gold, metric = dev_set
+        torch_predictor = Predictor(kind.task, reference, tok, config.labels, min(max_len, 512), checkpoint)
+        dev_metrics["pytorch_fp32"] = evaluate(torch_predictor, records, gold, metric)
+    if fp16:
+        import copy
+
+        outputs = graph.export_graph(copy.deepcopy(module), fp32_path, opset, fp16=True)
+    else:
+        outputs = graph.export_graph(module, fp32_path, opset)
+    export_s = time.monotonic() - start
+    checks = {}
+    if verify:
+        checks["fp16" if fp16 else "fp32"] = _verify(reference, fp32_path, batches, "fp16" if fp16 else "fp32")
+    if quantize:
+        graph.quantize_int8(fp32_path, tmp / "model.onnx")
+        if verify:
+            checks["int8"] = _verify(reference, tmp / "model.onnx", batches, "int8")
+        if dev_set is not None:
+            from bertcli.export.dev import evaluate
+            from bertcli.export.predict import open_model
+
+            records, gold, metric = dev_set
+            for name, path in (("onnx_fp32", fp32_path), ("onnx_int8", tmp / "model.onnx")):
+                p = open_model(path, task=kind.task, max_length=min(max_len, 512))
+                dev_metrics[name] = evaluate(p, records, gold, metric)
+        for leftover in tmp.glob("model.fp32.onnx*"):
+            leftover.unlink()
+    summary = graph.graph_summary(tmp / "model.onnx")
+    info = {
+        "bertcli_version": __version__,
+        "task": kind.task, "family": config.family, "architecture": _arch(checkpoint),
+        "precision": "fp16" if fp16 else (quantize or "fp32"),
+        "opset": summary["opset"], "inputs": summary["inputs"], "outputs": summary["outputs"],
+        "operators": summary["operators"], "output_names": outputs,
+        "max_sequence_length": max_len, "vocab_size": config.vocab_size,
+        "labels": list(config.labels) if kind.task in ("classification", "token-classification") and config.labels
+        else None,
+        "verification": {k: c.as_dict() for k, c in checks.items()},
+        "dev_metrics": dev_metrics or None,
+        "export_seconds": round(export_s, 2),
+        "source": {"checkpoint": str(checkpoint.resolve()),
+                   "sha256": {p.name: sha256(p) for p in [checkpoint / "config.json", *files]}},
+        "versions": _versions(),
+    }
+    info["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+    info["files"]["export_info.json"] = None  # itself; written below
+    (tmp / "export_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return info
+
+
+def _verify(reference, path: Path, batches, precision: str):
+    from bertcli.export.backend import OrtBackend
+    from bertcli.export.verify import Check, compare
+
+    try:
+        candidate = OrtBackend(path)
+        return compare(reference, candidate, batches, precision)
+    except Exception as e:  # an fp16 graph may have no CPU kernels in this runtime
+        if precision != "fp16":
+            raise
+        return Check(precision, {}, {}, {}, [], verified=False,
+                     note=f"not verified: this machine's ONNX Runtime (CPU) cannot run the fp16 graph "
+                          f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); run it on a GPU runtime")
+
+
+def _arch(checkpoint: Path) -> str:
+    from bertcli.export.heads import architecture
+
+    return architecture(checkpoint)
+
+
+def _versions() -> dict:
+    import onnx
+    import onnxruntime
+    import torch
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+
+
+def show(out: Path, info: dict, passed: bool) -> None:
+    rows = [("task", info["task"]), ("precision", info["precision"]), ("opset", info["opset"]),
+            ("inputs", ", ".join(i["name"] for i in info["inputs"]))]
+    for name, check in info["verification"].items():
+        if not check["verified"]:
+            rows.append((f"verification {name}", check["note"]))
+            continue
+        for output, diff in check["max_abs_diff"].items():
+            agree = check["argmax_agreement"].get(output)
+            extra = f", argmax agreement {agree:.4f}" if agree is not None and name != "fp32" else ""
+            state = "ok" if diff <= check["tolerance"][output] else "FAILED"
+            rows.append((f"max |diff| {name} {output}", f"{diff:.3g} (tolerance {check['tolerance'][output]:.3g}{extra}) {state}"))
+    for name, metrics in (info.get("dev_metrics") or {}).items():
+        rows.append((f"dev {name}", ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())))
+    size = sum(v for v in info["files"].values() if v)
+    rows.append(("bundle", f"{out} ({size / 1e6:.1f} MB)" if passed else "not written: verification failed"))
+    console.summary(f"export {info['task']}: {'done' if passed else 'FAILED'}", rows)

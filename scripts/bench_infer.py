@@ -1,0 +1,261 @@
+"""Inference speed of the exported graph against PyTorch eager, in one process, on the bert-tiny
+and bert-base shapes; and what int8 costs on a fine-tuned task's dev metric.
+
+Backends, side by side on the same batches:
+    pytorch_bertcli        bertcli's model as `predict` runs it from a checkpoint... eagerly
+                           (its default path: dense layers on real tokens only)
+    pytorch_transformers   transformers' BertForSequenceClassification, same weights (the
+                           reference "PyTorch eager" most users run)
+    ort_fp32 / ort_int8    ONNX Runtime on the `bertcli export` bundle / its dynamic int8 graph
+
+Shapes: latency (p50 / p95) at batch 1 x 128 tokens; throughput at batch 32 x up to 128 tokens
+with real length variation (consecutive sentence pairs of the built-in corpus, truncated to
+128, padded to the longest of each batch): sequences/s and real tokens/s.
+
+Quality: a bert-tiny-shaped classifier fine-tuned (from scratch: no pretrained weights are
+downloaded) on a word-order task built from the built-in corpus (is this sentence in its
+original order, or are its words shuffled?), exported with `--quantize int8 --dev`: the dev
+accuracy of PyTorch, ONNX fp32 and ONNX int8, from export_info.json.
+
+    python scripts/bench_infer.py                  # both shapes, prints JSON
+    python scripts/bench_infer.py --shapes tiny    # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bertcli.export.backend import OrtBackend, pad_batch  # noqa: E402
+from bertcli.sections import ModelConfig  # noqa: E402
+
+SHAPES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+          "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
+
+
+def sentences(limit: int = 20000) -> list[str]:
+    from bertcli.builtin_corpus import iter_documents
+    from bertcli.corpus import split_sentences
+
+    out = []
+    for _, text in iter_documents():
+        out += [s for s in split_sentences(text) if 5 <= len(s.split()) <= 60]
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def train_tokenizer(texts: list[str], directory: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    sp = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=8000, special_tokens=sp, show_progress=False))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"pad_token": "[PAD]", "mask_token": "[MASK]"}))
+
+
+def word_order_task(texts: list[str], rng: random.Random) -> list[tuple[str, int]]:
+    """(sentence, 1) in order, or (its words shuffled, 0)."""
+    out = []
+    for s in texts:
+        words = s.split()
+        if rng.random() < 0.5:
+            shuffled = words[:]
+            while shuffled == words:
+                rng.shuffle(shuffled)
+            out.append((" ".join(shuffled), 0))
+        else:
+            out.append((s, 1))
+    return out
+
+
+def fine_tune(ckpt: Path, tok_dir: Path, train, steps: int, seed: int = 0) -> float:
+    from tokenizers import Tokenizer
+
+    from bertcli.model import build_model, save_checkpoint
+
+    torch.manual_seed(seed)
+    tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
+    tok.enable_truncation(64)
+    model = build_model(ModelConfig(family="bert", **SHAPES["tiny"], max_position_embeddings=512), 8000, 0,
+                        head="classification", labels=["shuffled", "original"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * max(0.0, 1 - s / steps))
+    rng = np.random.default_rng(seed)
+    model.train()
+    start = time.perf_counter()
+    for _ in range(steps):
+        idx = rng.choice(len(train), 32, replace=False)
+        feed = pad_batch(tok.encode_batch([train[i][0] for i in idx]), 0, ["input_ids", "attention_mask", "token_type_ids"])
+        loss = torch.nn.functional.cross_entropy(
+            model(*(torch.from_numpy(feed[k]) for k in ("input_ids", "attention_mask", "token_type_ids"))),
+            torch.tensor([train[i][1] for i in idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    save_checkpoint(model.eval(), ckpt, tokenizer_dir=tok_dir)
+    return time.perf_counter() - start
+
+
+def random_classifier(ckpt: Path, tok_dir: Path, shape: str) -> None:
+    from bertcli.model import build_model, save_checkpoint
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(family="bert", **SHAPES[shape], max_position_embeddings=512), 30522, 0,
+                        head="classification", labels=["a", "b"])
+    save_checkpoint(model.eval(), ckpt, tokenizer_dir=tok_dir)
+
+
+# ----------------------------------------------------------------------------------- timing
+class Eager:
+    """A PyTorch model called eagerly on the numpy feeds."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def run(self, feed):
+        with torch.inference_mode():
+            return self.fn(**{k: torch.from_numpy(v) for k, v in feed.items()})
+
+
+def time_backends(backends, latency_feed, batches, repeats: int) -> dict:
+    """Latency and throughput of every backend, interleaved (a, b, c, d, a, b, ...) so that load
+    from other processes on a shared machine falls on all of them alike; medians reported."""
+    for b in backends:
+        for _ in range(3):
+            b.run(latency_feed)
+        b.run(batches[0])
+    lat = {b.name: [] for b in backends}
+    for _ in range(repeats):
+        for b in backends:
+            t = time.perf_counter()
+            b.run(latency_feed)
+            lat[b.name].append(1000 * (time.perf_counter() - t))
+    per_batch = {b.name: [] for b in backends}
+    for feed in batches:
+        for b in backends:
+            t = time.perf_counter()
+            b.run(feed)
+            per_batch[b.name].append(time.perf_counter() - t)
+    seqs = sum(f["input_ids"].shape[0] for f in batches)
+    real = sum(int(f["attention_mask"].sum()) for f in batches)
+    out = {}
+    for b in backends:
+        total = sum(per_batch[b.name])
+        out[b.name] = {"latency_ms_p50": round(statistics.median(lat[b.name]), 2),
+                       "latency_ms_p95": round(float(np.percentile(lat[b.name], 95)), 2),
+                       "throughput_seq_per_s": round(seqs / total, 1), "throughput_tokens_per_s": round(real / total)}
+    return out
+
+
+def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: int, n_batches: int, repeats: int) -> dict:
+    import transformers
+
+    from bertcli.export.graph import quantize_int8
+    from bertcli.export.run import run_export
+    from bertcli.model.checkpoint import load_checkpoint
+    from bertcli.tokenizer import load_tokenizer
+
+    t = time.perf_counter()
+    bundle = run_export(ckpt, work / f"{shape}-fp32", force=True)
+    export_s = time.perf_counter() - t
+    int8 = work / f"{shape}-int8.onnx"
+    quantize_int8(bundle.out / "model.onnx", int8)
+    tok = load_tokenizer(ckpt).tokenizer
+    tok.enable_truncation(128)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    latency_feed = pad_batch([tok.encode(" ".join(texts[:40]))], 0, names)          # 1 x 128, all real
+    assert latency_feed["input_ids"].shape == (1, 128)
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, 32 * n_batches * 2, 2)]
+    batches = [pad_batch(tok.encode_batch(pairs[i:i + 32]), 0, names) for i in range(0, len(pairs), 32)]
+    real = sum(int(f["attention_mask"].sum()) for f in batches) / sum(f["input_ids"].size for f in batches)
+
+    ours, _ = load_checkpoint(ckpt, head="classification")
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(ckpt).eval()
+    backends = [Eager("pytorch_bertcli", lambda **f: ours(**f)),
+                Eager("pytorch_transformers", lambda **f: hf(**f).logits),
+                OrtBackend(bundle.out / "model.onnx", threads=threads), OrtBackend(int8, threads=threads)]
+    backends[2].name, backends[3].name = "ort_fp32", "ort_int8"
+    results = time_backends(backends, latency_feed, batches, repeats)
+    for name in ("ort_fp32", "ort_int8"):
+        for ref in ("pytorch_bertcli", "pytorch_transformers"):
+            r = results[name]
+            r[f"throughput_x_{ref}"] = round(r["throughput_seq_per_s"] / results[ref]["throughput_seq_per_s"], 2)
+            r[f"latency_p50_x_{ref}"] = round(results[ref]["latency_ms_p50"] / r["latency_ms_p50"], 2)
+    sizes = {"fp32_mb": round((bundle.out / "model.onnx").stat().st_size / 1e6, 1),
+             "int8_mb": round(int8.stat().st_size / 1e6, 1)}
+    return {"backends": results, "export_seconds": round(export_s, 1), "model_files": sizes,
+            "verification_fp32_max_abs_diff": bundle.info["verification"]["fp32"]["max_abs_diff"],
+            "throughput_batches": f"{n_batches} x 32 sentence pairs, {100 * real:.0f}% real tokens"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="tiny,base")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=800, help="fine-tuning steps of the quality model")
+    args = ap.parse_args()
+    from bertcli import console
+
+    console.out = console.err  # the export summaries go to stderr: stdout holds only the JSON
+    torch.set_num_threads(args.threads)
+    rng = random.Random(0)
+    texts = sentences()
+    rng.shuffle(texts)
+    report: dict = {"machine": f"{torch.get_num_threads()} threads, CPU", "torch": torch.__version__}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train_tokenizer(texts, work / "tok")
+        task = word_order_task(texts, rng)
+        dev, train = task[:1000], task[1000:]
+        (work / "dev.jsonl").write_text("".join(json.dumps({"text": s, "label": ["shuffled", "original"][y]}) + "\n"
+                                                for s, y in dev), encoding="utf-8")
+        tuned = work / "tiny-tuned"
+        train_s = fine_tune(tuned, work / "tok", train, args.steps)
+        from bertcli.export.run import run_export
+
+        q = run_export(tuned, work / "tiny-int8", quantize="int8", dev=work / "dev.jsonl")
+        m = q.info["dev_metrics"]
+        report["quality"] = {
+            "task": "word order (original vs shuffled) from the built-in corpus, 1,000 dev sentences",
+            "model": "bert-tiny shape (L2 H128), fine-tuned from scratch", "train_steps": args.steps,
+            "train_seconds": round(train_s, 1), "dev_accuracy": {k: v["accuracy"] for k, v in m.items()},
+            "int8_loss_points": round(100 * (m["onnx_fp32"]["accuracy"] - m["onnx_int8"]["accuracy"]), 2)}
+        for shape in args.shapes.split(","):
+            ckpt = tuned if shape == "tiny" else work / f"{shape}-random"
+            if shape != "tiny":
+                random_classifier(ckpt, work / "tok", shape)
+            many = shape == "tiny"
+            report[f"bert-{shape}"] = bench_shape(shape, ckpt, work, texts, args.threads,
+                                                  n_batches=20 if many else 6, repeats=50 if many else 15)
+    base = report.get("bert-base", {}).get("backends")
+    if base:
+        report["goals"] = {
+            "ort_fp32_throughput_x_pytorch_base (goal 1.3)": base["ort_fp32"]["throughput_x_pytorch_transformers"],
+            "ort_int8_throughput_x_pytorch_base (goal 2.0)": base["ort_int8"]["throughput_x_pytorch_transformers"],
+            "int8_dev_accuracy_loss_points (goal <= 1)": report["quality"]["int8_loss_points"]}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
