@@ -9,8 +9,10 @@ CONTRACT (used by the trainer, fill-mask and fine-tuning)
     PreTrainingModel.forward(input_ids [B,T], attention_mask [B,T] | None,
                              token_type_ids [B,T] | None, mlm_positions [N] | None)
         -> PreTrainingOutput(mlm_logits [N, V] (or [B, T, V] when mlm_positions is None),
-                             pair_logits [B, 2] | None)
+                             pair_logits [B, 2] | None, mlm_rows [M', V] | None)
         mlm_positions are flat indices into input_ids.view(-1); logits are computed only there.
+        mlm_rows: mlm_logits followed by rows of a zero input up to a bucketed count M' (what
+        the trainer's loss reads, with ignored labels, so that shapes repeat).
     SequenceClassifier (fine-tuning): forward(input_ids, attention_mask, token_type_ids) -> [B, C]
     TokenClassifier (head="token"): forward(ids, mask, types, positions=None) -> [B, T, C] | [n, C]
     SpanExtractor (head="qa"): forward(ids, mask, types) -> (start [B, T], end [B, T]) logits

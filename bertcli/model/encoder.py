@@ -150,6 +150,8 @@ def bucketed_keep(keep: Tensor, layout: Layout) -> Tensor:
     grows only when no other sequence has room below it."""
     n = keep.numel()
     extra = bucketed(n) - n
+    if extra == 0:
+        return keep
     B, T = layout.batch, layout.length
     free = torch.ones(B * T, dtype=torch.bool, device=keep.device) if layout.mask is None \
         else layout.mask.reshape(-1).clone()                          # [B*T] real tokens
@@ -158,7 +160,7 @@ def bucketed_keep(keep: Tensor, layout: Layout) -> Tensor:
     kept = torch.bincount(keep // T, minlength=B)                     # [B]
     # the level a free position would fill: its sequence's kept count + its rank among the free
     level = (free.view(B, T).long().cumsum(1).view(-1) + kept[seq])   # [B*T]
-    order = torch.where(free, level * B + seq, 2 * T * B)             # fewest first, then by sequence
+    order = torch.where(free, level * B + seq, (2 * T + 1) * B)       # fewest first, then by sequence
     extra = min(extra, int(free.sum()))
     return torch.cat([keep, order.topk(extra, largest=False).indices]) if extra else keep
 

@@ -98,7 +98,9 @@ class PreTrainingModel(nn.Module):
         else:
             h = out.at(mlm_positions)                                    # [N, H]
             n = h.shape[0]
-            mlm_rows = self.mlm(F.pad(h, (0, 0, 0, bucketed(n) - n)), decoder)  # [M', V]
+            # static shapes (export, torch.compile) have no data-dependent sizes to round
+            pad = 0 if self.encoder.static or torch.compiler.is_compiling() else bucketed(n) - n
+            mlm_rows = self.mlm(F.pad(h, (0, 0, 0, pad)) if pad else h, decoder)  # [M', V]
             mlm_logits = mlm_rows[:n]                                    # [N, V]
         pair_logits = None
         if self.pair is not None:
