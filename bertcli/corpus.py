@@ -38,10 +38,10 @@ from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
 from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import CorpusConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
-CORPUS_VERSION = 3  # 2: a lone document always goes to train; 3: Chinese splitting and line joins
+CORPUS_VERSION = STAGE_VERSIONS["corpus"]
 INFO_FILE = "corpus_info.json"
 
 # ------------------------------------------------------------------------- sentence splitting
@@ -133,7 +133,7 @@ def corpus_fingerprint(cfg: CorpusConfig, resolved: list | None = None) -> list:
     """The resolved inputs (paths with size and mtime, hub names, built-in + Python version);
     `resolved` saves resolving the sources again."""
     resolved = resolve_sources(cfg) if resolved is None else resolved
-    return [CORPUS_VERSION] + [r.fingerprint() for r in resolved]
+    return [r.fingerprint() for r in resolved]
 
 
 # ------------------------------------------------------------------------------------ split

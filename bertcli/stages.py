@@ -1,9 +1,10 @@
 """Cached stage outputs: `<cache>/<stage>-<hash>/`, written under a temporary name and renamed
 when complete, so an interrupted stage never looks finished.
 
-The hash covers the recipe sections the stage depends on (tokenizer <- corpus + tokenizer;
-data <- corpus + tokenizer + data) plus a fingerprint of the corpus files (path, size, mtime),
-so editing a corpus file rebuilds what depends on it.
+The key (`stage_key`, the one helper every stage uses) covers the recipe sections the stage
+depends on (tokenizer <- corpus + tokenizer; data <- corpus + tokenizer + data), the code
+versions of the stage and the stages before it, and a fingerprint of the corpus files (path,
+size, mtime), so editing a corpus file or upgrading a stage rebuilds what depends on it.
 """
 
 from __future__ import annotations
@@ -25,13 +26,34 @@ STAGE_SECTIONS = {
     "tokenizer": ("corpus", "tokenizer"),
     "data": ("corpus", "tokenizer", "data", "seed"),
 }
+# Each stage's code version, in pipeline order. A change to how a stage builds its output bumps
+# its number; a stage's key holds its own version and every earlier stage's, so the bump
+# rebuilds that stage and all that descend from it (the one invalidation scheme of every stage).
+STAGE_VERSIONS = {
+    "corpus": 3,     # 2: a lone document always goes to train; 3: Chinese splitting and line joins
+    "tokenizer": 2,  # 2: reproducible training (bertcli/reproducible.py)
+    "data": 3,       # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
+}
 COMPLETE_MARKER = "recipe.yaml"  # written last, just before the rename
 
 
-def stage_dir(recipe: Recipe, stage: str, fingerprint=None) -> Path:
-    """The directory a stage's output lives in (it may not exist yet)."""
-    key = recipe.section_hash(*STAGE_SECTIONS[stage], extra=fingerprint)
-    return recipe.cache / f"{stage}-{key}"
+def stage_key(recipe: Recipe, stage: str, inputs=None) -> str:
+    """The cache key of `stage`: the recipe sections it reads, the code versions of it and of
+    the stages before it, and `inputs` (the fingerprint of the corpus files)."""
+    order = list(STAGE_VERSIONS)
+    versions = {s: STAGE_VERSIONS[s] for s in order[:order.index(stage) + 1]}
+    return recipe.section_hash(*STAGE_SECTIONS[stage], extra={"versions": versions, "inputs": inputs})
+
+
+def stage_dir(recipe: Recipe, stage: str, inputs=None) -> Path:
+    """The directory a stage's output lives in (it may not exist yet). `inputs`: the corpus
+    files' fingerprint every stage descends from (default: taken now; pass it when the sources
+    are already resolved)."""
+    if inputs is None:
+        from bertcli.corpus import corpus_fingerprint  # the files, not a later stage's code
+
+        inputs = corpus_fingerprint(recipe.corpus)
+    return recipe.cache / f"{stage}-{stage_key(recipe, stage, inputs)}"
 
 
 def is_complete(path: Path) -> bool:

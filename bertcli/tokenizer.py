@@ -45,9 +45,9 @@ from bertcli.errors import UserError
 from bertcli.model.families import FAMILIES, family_spec
 from bertcli.recipe import Recipe
 from bertcli.sections import TokenizerConfig
-from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
 
-TOKENIZER_VERSION = 2  # 2: reproducible training (bertcli/reproducible.py)
+TOKENIZER_VERSION = STAGE_VERSIONS["tokenizer"]
 INFO_FILE = "tokenizer_info.json"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 # token per role, in vocabulary order (the order is the id): each family's set (FamilySpec.special_tokens)
@@ -356,10 +356,7 @@ def _write_json(path: Path, obj) -> None:
 
 # ------------------------------------------------------------------------------------ stage
 def tokenizer_dir(recipe: Recipe) -> Path:
-    from bertcli.corpus import corpus_fingerprint
-
-    return stage_dir(recipe, "tokenizer", {"corpus": corpus_fingerprint(recipe.corpus),
-                                           "tokenizer": TOKENIZER_VERSION})
+    return stage_dir(recipe, "tokenizer")
 
 
 def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:

@@ -232,3 +232,16 @@ def test_cli_info_prints_the_resolved_recipe(cli):
     res = cli("info", "--recipe", "roberta-tiny", "--set", "train.max_steps=9")
     assert res.rc == 0, res.output
     assert "max_steps: 9" in res.stdout and "max_position_embeddings: 130" in res.stdout
+
+
+def test_a_stage_version_bump_rebuilds_that_stage_and_the_later_ones(tmp_path, monkeypatch):
+    """One key scheme for every stage: its sections, the corpus files' fingerprint, and the code
+    versions of the stage and of the stages before it."""
+    from bertcli import stages
+
+    recipe = load_recipe("bert-tiny", [f"output_dir={tmp_path}"])
+    before = {s: stages.stage_dir(recipe, s, ["files"]) for s in stages.STAGE_VERSIONS}
+    monkeypatch.setitem(stages.STAGE_VERSIONS, "tokenizer", stages.STAGE_VERSIONS["tokenizer"] + 1)
+    after = {s: stages.stage_dir(recipe, s, ["files"]) for s in stages.STAGE_VERSIONS}
+    assert before["corpus"] == after["corpus"]
+    assert before["tokenizer"] != after["tokenizer"] and before["data"] != after["data"]

@@ -26,9 +26,9 @@ from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.recipe import Recipe
-from bertcli.stages import StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
 
-DATA_VERSION = 3  # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
+DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
 SPLITS = ("train", "validation")
 
@@ -36,9 +36,7 @@ SPLITS = ("train", "validation")
 def data_dir(recipe: Recipe) -> Path:
     """Where the recipe's built data lives (keyed by corpus + tokenizer + data sections and the
     corpus files' fingerprint)."""
-    from bertcli.corpus import corpus_fingerprint
-
-    return stage_dir(recipe, "data", corpus_fingerprint(recipe.corpus))
+    return stage_dir(recipe, "data")
 
 
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
@@ -68,8 +66,9 @@ def _up_to_date(path: Path, tok) -> bool:
     if not is_complete(path) or not (path / INFO_FILE).is_file():
         return False
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
-    if info.get("version") != DATA_VERSION or info.get("tokenizer", {}).get("sha256") != _tokenizer_sha(tok):
-        console.log(f"the data in {path} was built with another tokenizer or bertcli version: rebuilding")
+    # the version is in the stage key; the tokenizer a --force retrain replaced is not
+    if info.get("tokenizer", {}).get("sha256") != _tokenizer_sha(tok):
+        console.log(f"the data in {path} was built with another tokenizer: rebuilding")
         return False
     return True
 
