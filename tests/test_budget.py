@@ -18,7 +18,7 @@ from bertcli.train.phases import budget_multiplier, parse_duration, progress
 from bertcli.train.schedule import lr_multiplier
 
 from conftest import ONE_THREAD, run_cli
-from train_standins import RowDataset, TinyModel, collate
+from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=100", "train.warmup_steps=20", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=1000", "train.eval_batches=2", "train.save_every=4",
@@ -37,16 +37,6 @@ class FakeClock:
         return self.now
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _hf_save(model, directory):
-    (directory / "config.json").write_text("{}")
 
 
 def run(tmp_path, *overrides, name="run", resume=None, tick=1.0, model_seed=0):

@@ -18,19 +18,12 @@ from bertcli.train import memory
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from conftest import assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=6", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=3", "train.eval_batches=2", "train.save_every=6",
         "train.num_workers=0", "train.tensorboard=false", "seed=3", "data.max_seq_length=64"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def trainer(tmp_path, name, *overrides, dropout=0.1):

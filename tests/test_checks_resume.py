@@ -20,23 +20,13 @@ from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.pipeline import prepare_run
 from conftest import ONE_THREAD, assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate
+from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=2",
         "train.num_workers=0", "train.tensorboard=false", "train.keep_last=10", "seed=3"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _hf_save(model, directory):
-    (directory / "config.json").write_text("{}")
 
 
 def recipe_for(run_dir: Path, *overrides):

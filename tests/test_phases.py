@@ -18,7 +18,7 @@ from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.phases import PhaseLR, phase_of, plan
 from bertcli.train.schedule import lr_multiplier
 
-from train_standins import RowDataset, TinyModel, collate
+from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=12", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=100", "train.eval_batches=2", "train.save_every=4",
@@ -27,16 +27,6 @@ BASE = ["train.max_steps=12", "train.warmup_steps=2", "train.batch_size=8", "tra
 TWO = "train.phases=[{name: a, steps: 6}, {name: b, steps: 6, batch_size: 4, learning_rate: 0.005, warmup_steps: 2}]"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _hf_save(model, directory):
-    (directory / "config.json").write_text("{}")
 
 
 def run(tmp_path, *overrides, name="run", resume=None, model_seed=0):

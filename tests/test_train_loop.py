@@ -19,24 +19,13 @@ from bertcli.train.distributed import Dist, init, shutdown
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 
-from train_standins import RowDataset, TinyModel, collate
+from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=4",
         "train.num_workers=0", "train.tensorboard=false", "train.keep_last=5", "seed=3"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is faster and immune to a loaded machine's OpenMP stalls."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _hf_save(model, directory):
-    (directory / "config.json").write_text("{}")
 
 
 def run(tmp_path, *overrides, dist=Dist(), resume=None, dropout=0.1, name="run", model_seed=0):
