@@ -254,7 +254,7 @@ def finetune_squad(
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli.finetune.squad import run_squad
+    from bertcli.finetune.qa.task import run_squad
 
     run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
 
@@ -269,7 +269,7 @@ def finetune_ner(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
-    from bertcli.finetune.ner import run_ner
+    from bertcli.finetune.tagging.task import run_ner
 
     run_ner(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, out=out)
 
@@ -289,7 +289,7 @@ def finetune_classify(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
-    from bertcli.finetune.classify import run_classify
+    from bertcli.finetune.classification.classify import run_classify
 
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
              "regression": True if regression else None}
@@ -312,7 +312,7 @@ def features(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
-    from bertcli.finetune.features import extract_features
+    from bertcli.export.features import extract_features
 
     extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                      id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)

@@ -64,7 +64,7 @@ class _Task:
 
     def step(self, model, batch):
         if self.kind == "token":
-            from bertcli.finetune.ner import NerTask
+            from bertcli.finetune.tagging.task import NerTask
 
             out = NerTask.forward(self, model, batch, train=True)
             return NerTask.loss(self, out, batch)

@@ -40,7 +40,7 @@ SIZES = {"small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads
 # ------------------------------------------------------------------------------------ data
 def make_split(n_contexts: int, seed: int):
     from bertcli.builtin_corpus import iter_documents
-    from bertcli.finetune.squad_data import _Builder
+    from bertcli.finetune.qa.data import _Builder
 
     rng = random.Random(seed)
     paragraphs = [p for _, text in iter_documents() for p in text.split("\n") if 60 <= len(p.split()) <= 250]
@@ -159,8 +159,8 @@ def ref_postprocess(ids, contexts_of, feats, start_logits, end_logits, n_best=20
 def bench_features(split, tok, args) -> dict:
     from transformers import PreTrainedTokenizerFast
 
-    from bertcli.finetune.squad_decode import context_logits, decode
-    from bertcli.finetune.squad_features import build_features
+    from bertcli.finetune.qa.decode import context_logits, decode
+    from bertcli.finetune.qa.features import build_features
 
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
                                      unk_token="[UNK]", mask_token="[MASK]")
@@ -217,7 +217,7 @@ def bench_train(split, tok, args, device) -> dict:
     import transformers as tf
 
     from bertcli.finetune.engine import collate
-    from bertcli.finetune.squad_features import build_features
+    from bertcli.finetune.qa.features import build_features
     from bertcli.model import load_checkpoint
     from bertcli.train.optim import _fast_adamw_kwargs, build_optimizer
 
@@ -239,7 +239,7 @@ def bench_train(split, tok, args, device) -> dict:
         b = collate(feats, gen.choice(len(feats), args.batch, replace=False), 0)
         batches.append({k: v.to(device) for k, v in b.items()})
     tokens = sum(int(b["attention_mask"].sum()) for b in batches)
-    from bertcli.finetune.squad import SquadTask
+    from bertcli.finetune.qa.task import SquadTask
 
     task = SquadTask.__new__(SquadTask)           # only forward / loss are used
     opt_ours = build_optimizer(ours, "adamw", 3e-5, (0.9, 0.999), 1e-6, 0.01, device)

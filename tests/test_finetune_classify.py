@@ -84,7 +84,7 @@ def test_file_kinds_and_labels(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bertcli.finetune.classify import load_classify
+    from bertcli.finetune.classification.classify import load_classify
 
     rows = [{"t": "a b", "u": "c", "y": 1}, {"t": 'say "hi"', "u": "d", "y": 0}, {"t": "e", "u": "f", "y": 2}]
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -105,7 +105,7 @@ def test_file_kinds_and_labels(tmp_path):
 
 
 def test_bad_classify_input(tmp_path):
-    from bertcli.finetune.classify import load_classify
+    from bertcli.finetune.classification.classify import load_classify
 
     train = _write_csv(tmp_path / "train.csv", [{"review": "a", "stars": "good"}, {"review": "b", "stars": "bad"}])
     dev = _write_csv(tmp_path / "dev.csv", [{"review": "a", "stars": "good"}, {"review": "c", "stars": "great"}])
@@ -133,7 +133,7 @@ def test_bad_classify_input(tmp_path):
 def test_macro_f1_matches_sklearn():
     from sklearn.metrics import f1_score
 
-    from bertcli.finetune.metrics import f1_macro
+    from bertcli.finetune.classification.metrics import f1_macro
 
     rng = np.random.default_rng(0)
     for k in (2, 3, 5):

@@ -104,8 +104,8 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     assert len(scores) == 6 and all(0.0 <= s <= 5.0 for s in scores)
 
     # The saved classifier is the best epoch's: reloading it reproduces the dev predictions.
-    from bertcli.finetune.readers import load_task
-    from bertcli.finetune.tasks import TASKS
+    from bertcli.finetune.classification.glue_data import load_task
+    from bertcli.finetune.classification.glue import TASKS
     from bertcli.model import load_checkpoint
     from bertcli.tokenizer import load_tokenizer
     import torch
@@ -205,9 +205,9 @@ def test_bad_input_is_one_clear_message(tmp_path):
 
 def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     """Two in-process runs with one seed give identical histories; another seed differs."""
-    from bertcli.finetune.readers import load_task
+    from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.run import run_task
-    from bertcli.finetune.tasks import TASKS
+    from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
     rng = random.Random(2)
@@ -228,9 +228,9 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     loaded; without it the encoder moves."""
     from safetensors.torch import load_file
 
-    from bertcli.finetune.readers import load_task
+    from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.run import run_task
-    from bertcli.finetune.tasks import TASKS
+    from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
     rng = random.Random(3)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from bertcli.errors import UserError
-from bertcli.finetune import metrics
-from bertcli.finetune.readers import find_tasks, load_task
-from bertcli.finetune.submission import prediction_strings, write_predictions
-from bertcli.finetune.tasks import TASKS, get_task, resolve_hyper
+from bertcli.finetune.classification import metrics
+from bertcli.finetune.classification.glue_data import find_tasks, load_task
+from bertcli.finetune.classification.submission import prediction_strings, write_predictions
+from bertcli.finetune.classification.glue import TASKS, get_task, resolve_hyper
 
 # ----------------------------------------------------------------- the GLUE download's exact layout
 QUOTED = 'Amrozi accused his brother , whom he called " the witness " , of distorting his evidence .'

@@ -74,7 +74,7 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
     in-process: windows of 24 sub-tokens, every dev word predicted once, entity F1 far above
     chance (~0). `tokenizers`' Unigram trainer keeps only ~90 pieces of this tiny corpus, so the
     ALBERT model reads most words letter by letter and learns slower (measured 0.53)."""
-    from bertcli.finetune.ner import run_ner
+    from bertcli.finetune.tagging.task import run_ner
     from bertcli.recipe import load_recipe
 
     ckpt = tiny_checkpoint(tmp_path / "ckpt", corpus_texts(), kind=kind)
@@ -89,7 +89,7 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
 
 
 def _task(data_dir, *sets):
-    from bertcli.finetune.ner import NerTask
+    from bertcli.finetune.tagging.task import NerTask
     from bertcli.recipe import load_recipe
 
     return NerTask(load_recipe("glue", list(sets)).finetune, data_dir)

@@ -11,7 +11,7 @@ import string
 
 import pytest
 
-from bertcli.finetune import squad_metrics as M
+from bertcli.finetune.qa import metrics as M
 
 
 # ------------------------------------------------------------- the official scripts' definitions

@@ -5,7 +5,7 @@ Both window long inputs the way fine-tuning does (DESIGN.md):
           the window where it has the most context on both sides; the word's label is its first
           sub-token's; entities are chunked as conlleval does (IOB1 and IOB2 both: an I-X after
           O or another type starts an entity), with character offsets into the text
-    qa    exactly fine-tuning's windows and decoding (bertcli.finetune.squad_features and
+    qa    exactly fine-tuning's windows and decoding (bertcli.finetune.qa.features and
           squad_decode): the question cut to 64 tokens, 384-token windows whose starts are 128
           context tokens apart, n-best 20, answers up to 30 tokens, character offsets into the
           context; with --allow-impossible (SQuAD 2.0) the null span can win, its odds reported
@@ -133,8 +133,8 @@ class Spans:
         self.version = 2 if o.get("allow_impossible") else 1
 
     def encode_many(self, items):
-        from bertcli.finetune.squad_data import SquadSplit
-        from bertcli.finetune.squad_features import build_features
+        from bertcli.finetune.qa.data import SquadSplit
+        from bertcli.finetune.qa.features import build_features
 
         questions, contexts = [], []
         for where, rec in items:
@@ -155,7 +155,7 @@ class Spans:
         return windows
 
     def decode_many(self, items, windows, outputs):
-        from bertcli.finetune.squad_decode import context_logits, decode
+        from bertcli.finetune.qa.decode import context_logits, decode
 
         f = self.f
         T = int(np.diff(f.offsets).max())

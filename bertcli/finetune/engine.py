@@ -230,7 +230,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     from bertcli.stages import building
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.precision import check_precision, resolve_device
-    from bertcli.finetune.submission import write_json
+    from bertcli.finetune.classification.submission import write_json
 
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     check_output(Path(final))                     # before any work: nothing trained is lost

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli.finetune.readers import Split, TaskData
-from bertcli.finetune.tasks import EvalSplit, TaskSpec
+from bertcli.finetune.classification.glue_data import Split, TaskData
+from bertcli.finetune.classification.glue import EvalSplit, TaskSpec
 
 KINDS = ("order", "shuffle", "replace")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from bertcli import console
 from bertcli.errors import UserError
-from bertcli.finetune import metrics
-from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_task
-from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
-from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
+from bertcli.finetune.classification import metrics
+from bertcli.finetune.classification.glue_data import TaskData, detect_layout, find_tasks, load_task
+from bertcli.finetune.classification.submission import prediction_strings, write_json, write_predictions
+from bertcli.finetune.classification.glue import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
 from bertcli.paths import check_output_dir
 
 
@@ -106,7 +106,7 @@ def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "p
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
     from bertcli.finetune.engine import run_task as run
-    from bertcli.finetune.sequence import SequenceTask
+    from bertcli.finetune.classification.task import SequenceTask
 
     spec = data.task
     if recipe.finetune.max_train_examples is not None:

@@ -1,8 +1,8 @@
 """`bertcli finetune ner`: named-entity tagging (CoNLL-2003 style), BERT section 5.3.
 
-Reading (`finetune/conll.py`) -> the scheme told apart from the training tags (IOB1, IOB2,
-BIOES; `finetune/tagging.py`), invalid sequences repaired or refused -> words aligned to
-sub-tokens and windowed (`finetune/windows.py`: the first sub-token of each word labelled, the
+Reading (`finetune/tagging/data.py`) -> the scheme told apart from the training tags (IOB1, IOB2,
+BIOES; `finetune/tagging/schemes.py`), invalid sequences repaired or refused -> words aligned to
+sub-tokens and windowed (`finetune/tagging/windows.py`: the first sub-token of each word labelled, the
 others -100; every word predicted exactly once) -> transformers' *ForTokenClassification head
 (the last layer computes only the labelled positions while training) -> cross-entropy ->
 per-word tags -> entity P/R/F1 as conlleval (overall micro + per type) and token accuracy.
@@ -23,10 +23,10 @@ import torch.nn.functional as F
 
 from bertcli import console
 from bertcli.errors import UserError
-from bertcli.finetune import tagging
-from bertcli.finetune.conll import TagSplit, load_tagged
+from bertcli.finetune.tagging import schemes as tagging
+from bertcli.finetune.tagging.data import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
-from bertcli.finetune.windows import align, owners, windows
+from bertcli.finetune.tagging.windows import align, owners, windows
 from bertcli.stages import write_text_atomic
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertcli import console
-from bertcli.finetune.readers import Split
+from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.task import Features
 
 CHUNK = 8192  # examples per encode_batch call (bounds memory, feeds the progress bar)

@@ -24,7 +24,7 @@ import numpy as np
 
 from bertcli import console
 from bertcli.errors import UserError
-from bertcli.finetune.squad_data import SquadSplit
+from bertcli.finetune.qa.data import SquadSplit
 
 CHUNK = 4096  # texts per encode_batch call
 _SPACES = np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertcli.finetune import metrics
-from bertcli.finetune.readers import Split, TaskData
-from bertcli.finetune.submission import prediction_strings, write_predictions
+from bertcli.finetune.classification import metrics
+from bertcli.finetune.classification.glue_data import Split, TaskData
+from bertcli.finetune.classification.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
-from bertcli.finetune.tasks import TaskSpec
+from bertcli.finetune.classification.glue import TaskSpec
 
 
 class SequenceTask(Task):
@@ -43,7 +43,7 @@ class SequenceTask(Task):
         return {"num_labels": self.spec.num_labels, "labels": self.spec.label_names}
 
     def featurize(self, split: Split, tok, zero_types: bool) -> Features:
-        from bertcli.finetune.encode import encode_split
+        from bertcli.finetune.classification.features import encode_split
 
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name

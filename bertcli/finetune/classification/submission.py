@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertcli.finetune.tasks import TaskSpec
+from bertcli.finetune.classification.glue import TaskSpec
 from bertcli.stages import write_text_atomic as write_text
 
 

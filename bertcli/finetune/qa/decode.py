@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcli.finetune.squad_data import SquadSplit
-from bertcli.finetune.squad_features import Windows
+from bertcli.finetune.qa.data import SquadSplit
+from bertcli.finetune.qa.features import Windows
 
 
 @dataclass

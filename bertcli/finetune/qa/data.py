@@ -232,7 +232,7 @@ def _from_rows(cols, name: str, bad_answers: str = "error") -> _Builder:
 
 
 def _splits_of(folder: Path, layout: str) -> dict:
-    from bertcli.finetune.readers import _dataset_columns, _parquet_splits
+    from bertcli.finetune.classification.glue_data import _dataset_columns, _parquet_splits
 
     if layout == "parquet":
         return _parquet_splits(folder)
@@ -246,7 +246,7 @@ def _splits_of(folder: Path, layout: str) -> dict:
 
 
 def _load_hub(name: str) -> dict:
-    from bertcli.finetune.readers import _dataset_columns
+    from bertcli.finetune.classification.glue_data import _dataset_columns
     from bertcli.hub import load_hub
 
     dd = load_hub(name, where=f"--hub {name}",

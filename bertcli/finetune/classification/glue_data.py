@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from bertcli.errors import UserError, require_finite
-from bertcli.finetune.tasks import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
+from bertcli.finetune.classification.glue import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 
 
 

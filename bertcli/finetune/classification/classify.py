@@ -24,8 +24,8 @@ import numpy as np
 
 from bertcli import console
 from bertcli.errors import UserError, closest
-from bertcli.finetune.readers import Split, TaskData, _Columns, tsv_rows
-from bertcli.finetune.tasks import EvalSplit, TaskSpec
+from bertcli.finetune.classification.glue_data import Split, TaskData, _Columns, tsv_rows
+from bertcli.finetune.classification.glue import EvalSplit, TaskSpec
 from bertcli.finetune.task import overlay
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
@@ -214,7 +214,7 @@ def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | 
 
     from bertcli.finetune.engine import check_output, run_task
     from bertcli.finetune.run import check_checkpoint, default_out
-    from bertcli.finetune.sequence import SequenceTask
+    from bertcli.finetune.classification.task import SequenceTask
 
     cfg = recipe.finetune
     if columns:

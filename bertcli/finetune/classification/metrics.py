@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertcli.finetune.tasks import GLUE_ORDER, TaskSpec
+from bertcli.finetune.classification.glue import GLUE_ORDER, TaskSpec
 
 
 def accuracy(pred: np.ndarray, gold: np.ndarray) -> float:

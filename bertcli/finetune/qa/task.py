@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 from bertcli import console
 from bertcli.errors import UserError
-from bertcli.finetune import squad_metrics
-from bertcli.finetune.squad_data import SquadData, SquadSplit, load_squad
-from bertcli.finetune.squad_decode import Decoded, decode
-from bertcli.finetune.squad_features import build_features
+from bertcli.finetune.qa import metrics as squad_metrics
+from bertcli.finetune.qa.data import SquadData, SquadSplit, load_squad
+from bertcli.finetune.qa.decode import Decoded, decode
+from bertcli.finetune.qa.features import build_features
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 
 
@@ -133,7 +133,7 @@ class SquadTask(Task):
         return line
 
     def write_predictions(self, split: SquadSplit, predictions: Decoded, directory: Path, kind: str) -> list[Path]:
-        from bertcli.finetune.submission import write_json
+        from bertcli.finetune.classification.submission import write_json
 
         directory = Path(directory)
         nbest = {q: [{k: x[k] for k in ("text", "probability", "start_logit", "end_logit", "answer_start")}
