@@ -195,7 +195,7 @@ def finetune_glue(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
-    from bertcli.finetune.run import run_glue
+    from bertcli.finetune.classification.glue_run import run_glue
 
     run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
 
@@ -264,7 +264,7 @@ def finetune_ner(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
     data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
+    recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
 ) -> None:
@@ -284,7 +284,7 @@ def finetune_classify(
     text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
     label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
     regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
 ) -> None:

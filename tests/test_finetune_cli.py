@@ -206,7 +206,7 @@ def test_bad_input_is_one_clear_message(tmp_path):
 def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     """Two in-process runs with one seed give identical histories; another seed differs."""
     from bertcli.finetune.classification.glue_data import load_task
-    from bertcli.finetune.run import run_task
+    from bertcli.finetune.classification.glue_run import run_task
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
@@ -229,7 +229,7 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     from safetensors.torch import load_file
 
     from bertcli.finetune.classification.glue_data import load_task
-    from bertcli.finetune.run import run_task
+    from bertcli.finetune.classification.glue_run import run_task
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
