@@ -101,7 +101,7 @@ def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, 
     return summary
 
 
-def run_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
+def run_glue_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
     """Fine-tune one GLUE task read already (`data`) into `out/<task>/`, submission files into
     `out/submission/`; returns results.json's content."""
     task = GlueTask(data.task, recipe.finetune, Path(out) / "submission", data=data)
@@ -146,4 +146,4 @@ def load_results(out: Path) -> dict:
     return json.loads((Path(out) / "glue_results.json").read_text(encoding="utf-8"))
 
 
-__all__ = ["GlueTask", "run_glue", "run_task", "select_tasks", "summarize", "load_results"]
+__all__ = ["GlueTask", "run_glue", "run_glue_task", "select_tasks", "summarize", "load_results"]
