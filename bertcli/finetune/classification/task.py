@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from bertcli.finetune.classification import metrics
+from bertcli.finetune.classification.features import encode_split
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
@@ -51,8 +52,6 @@ class SequenceTask(Task[Split, np.ndarray]):
         return {"num_labels": self.spec.num_labels, "labels": self.spec.names}
 
     def featurize(self, split: Split, tok, zero_types: bool) -> Features:
-        from bertcli.finetune.classification.features import encode_split
-
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":
