@@ -15,9 +15,9 @@ import types
 
 __version__ = "0.1.0"
 
-_API = ("load", "pretrain", "tokenize", "build_data", "finetune", "finetune_glue", "finetune_classify",
-        "finetune_ner", "finetune_squad", "features", "fill_mask", "export", "predict")
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "build_data", "export", "features", "fill_mask", "finetune", "finetune_classify",
+           "finetune_glue", "finetune_ner", "finetune_squad", "load", "predict", "pretrain", "tokenize"]
+_API = frozenset(__all__) - {"__version__"}
 
 
 def __getattr__(name: str):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
     from bertcli.export.run import ExportResult
@@ -29,12 +30,25 @@ if TYPE_CHECKING:  # real types for readers and checkers; importing them would p
     from bertcli.stages import StageResult
     from bertcli.train.pipeline import PretrainResult
 
-PathLike = Union[str, "os.PathLike[str]"]
-Overrides = Union[Sequence[str], Mapping[str, Any], None]
+PathLike = str | os.PathLike[str]
+Overrides = Sequence[str] | Mapping[str, Any] | None
 Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
 
-__all__ = ["load", "pretrain", "tokenize", "build_data", "finetune", "finetune_glue", "finetune_classify",
-           "finetune_ner", "finetune_squad", "features", "fill_mask", "export", "predict"]
+__all__ = [
+    "build_data",
+    "export",
+    "features",
+    "fill_mask",
+    "finetune",
+    "finetune_classify",
+    "finetune_glue",
+    "finetune_ner",
+    "finetune_squad",
+    "load",
+    "predict",
+    "pretrain",
+    "tokenize",
+]
 
 
 def _override_items(overrides: Overrides) -> list[str]:
@@ -49,8 +63,8 @@ def _override_items(overrides: Overrides) -> list[str]:
     return list(overrides)
 
 
-def load(recipe: Optional[PathLike] = None, overrides: Overrides = None, command: Optional[Command] = None,
-         writes: bool = False) -> "Recipe":
+def load(recipe: PathLike | None = None, overrides: Overrides = None, command: Command | None = None,
+         writes: bool = False) -> Recipe:
     """Load a recipe, apply the overrides and check every key. With `command`, the recipe must be
     made for it (a pretraining recipe for pretrain / tokenize / build-data, a `finetune` section
     for finetune); with `writes`, the output_dir / cache_dir it writes are checked before any
@@ -68,7 +82,7 @@ def load(recipe: Optional[PathLike] = None, overrides: Overrides = None, command
 
 
 # ------------------------------------------------------------------------------ pretraining
-def tokenize(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = None, force: bool = False) -> "StageResult":
+def tokenize(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False) -> StageResult:
     """Stage 1: read the corpus and train the tokenizer, unless an identical one is cached
     (`force` rebuilds). Returns where it is, whether it was reused, and its summary rows."""
     from bertcli.tokenizer import run_tokenize
@@ -76,8 +90,8 @@ def tokenize(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = No
     return run_tokenize(load(recipe, overrides, "tokenize", writes=True), force=force)
 
 
-def build_data(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = None, force: bool = False,
-               all_phases: bool = False) -> "list[StageResult]":
+def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False,
+               all_phases: bool = False) -> list[StageResult]:
     """Stage 2: the pretraining pairs and masks (the tokenizer first when missing). A multi-phase
     recipe builds its first phase's data, or every phase's with `all_phases`."""
     from bertcli.train.phases import build_phase_data
@@ -85,8 +99,8 @@ def build_data(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = 
     return build_phase_data(load(recipe, overrides, "build-data", writes=True), force=force, all_phases=all_phases)
 
 
-def pretrain(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = None, resume: Optional[PathLike] = None,
-             force: bool = False) -> "PretrainResult":
+def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, resume: PathLike | None = None,
+             force: bool = False) -> PretrainResult:
     """Run every missing stage, then pretrain. `resume`: "auto" (the run's newest complete
     checkpoint) or a checkpoint directory; `force` starts the run over. Returns the run's
     result: `run_dir`, `checkpoint` (its `final/` directory, a Hugging Face directory), `step`,
@@ -99,9 +113,9 @@ def pretrain(recipe: Optional[PathLike] = "bert-tiny", overrides: Overrides = No
 
 
 # ------------------------------------------------------------------------------ fine-tuning
-def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: Optional[PathLike] = None, hub: Optional[str] = None,
-                  recipe: Optional[PathLike] = "glue", overrides: Overrides = None,
-                  out: Optional[PathLike] = None) -> dict:
+def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
+                  recipe: PathLike | None = "glue", overrides: Overrides = None,
+                  out: PathLike | None = None) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
@@ -111,11 +125,11 @@ def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: Optional[PathLike]
                     data_dir=_path(data_dir), hub=hub, out=_path(out))
 
 
-def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: Optional[PathLike] = None,
-                      text_column: Optional[str] = None, text_pair_column: Optional[str] = None,
-                      label_column: Optional[str] = None, regression: Optional[bool] = None,
-                      recipe: Optional[PathLike] = "glue", overrides: Overrides = None,
-                      out: Optional[PathLike] = None) -> dict:
+def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
+                      text_column: str | None = None, text_pair_column: str | None = None,
+                      label_column: str | None = None, regression: bool | None = None,
+                      recipe: PathLike | None = "glue", overrides: Overrides = None,
+                      out: PathLike | None = None) -> dict:
     """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
     parquet / save_to_disk files. The column and regression arguments override the recipe's
     finetune.classify block where given. Returns results.json's content."""
@@ -128,8 +142,8 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
                         **{k: v for k, v in flags.items() if v is not None})
 
 
-def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: Optional[PathLike] = "glue",
-                 overrides: Overrides = None, out: Optional[PathLike] = None) -> dict:
+def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "glue",
+                 overrides: Overrides = None, out: PathLike | None = None) -> dict:
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
     from bertcli.finetune.ner import run_ner
@@ -138,9 +152,9 @@ def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: Optional[Path
                    out=_path(out))
 
 
-def finetune_squad(checkpoint: PathLike, data_dir: Optional[PathLike] = None, hub: Optional[str] = None,
-                   version: int = 1, recipe: Optional[PathLike] = "squad", overrides: Overrides = None,
-                   out: Optional[PathLike] = None) -> dict:
+def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
+                   version: int = 1, recipe: PathLike | None = "squad", overrides: Overrides = None,
+                   out: PathLike | None = None) -> dict:
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
     from bertcli.finetune.squad import run_squad
@@ -167,7 +181,7 @@ def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: Path
 
 # ------------------------------------------------------------------------------ using a model
 def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str = "-1", combine: str = "concat",
-             pool: str = "cls", text_column: str = "text", id_column: Optional[str] = None,
+             pool: str = "cls", text_column: str = "text", id_column: str | None = None,
              max_seq_length: int = 128, batch_size: int = 64, device: str = "auto") -> dict:
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
@@ -187,9 +201,9 @@ def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str,
     return run(Path(checkpoint), text, top_k=top_k)
 
 
-def export(checkpoint: PathLike, out: PathLike, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
-           quantize: Optional[Literal["int8"]] = None, dev: Optional[PathLike] = None, verify: bool = True,
-           force: bool = False) -> "ExportResult":
+def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = 18, fp16: bool = False,
+           quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
+           force: bool = False) -> ExportResult:
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
@@ -199,8 +213,8 @@ def export(checkpoint: PathLike, out: PathLike, task: Optional[str] = None, opse
                       dev=_path(dev), verify=verify, force=force)
 
 
-def predict(model: PathLike, input: PathLike, out: Optional[PathLike] = None, task: Optional[str] = None,
-            batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
+def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,
+            batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
             allow_impossible: bool = False) -> dict:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
@@ -211,5 +225,5 @@ def predict(model: PathLike, input: PathLike, out: Optional[PathLike] = None, ta
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible)
 
 
-def _path(p: Optional[PathLike]) -> Optional[Path]:
+def _path(p: PathLike | None) -> Path | None:
     return None if p is None else Path(p)
