@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -163,7 +163,7 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
                      hub=hub, version=version, out=_path(out))
 
 
-_FINETUNE = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
+_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
 
 
 def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
