@@ -5,7 +5,9 @@ A task is one module that owns what differs between fine-tuning problems; the en
 decay, precision, dev evaluation after every epoch, the choice of the best epoch, the HF
 directory of the best model, `results.json`, progress and errors.
 
-CONTRACT (what `engine.run_task(task, recipe, checkpoint, out)` calls, in this order)
+CONTRACT (what `engine.run_task(task, recipe, checkpoint, final, root=None, init="pretrained",
+announce=None)` calls, in this order; `final` is the model directory it writes, `root` the
+folder of the test predictions, default `final`)
 
     task.name: str                 key in results.json and messages (`sst2`, `classify`, `ner`)
     task.head: str                 the model head load_checkpoint builds: "classification"
