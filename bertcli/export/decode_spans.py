@@ -1,6 +1,6 @@
 """Predict decoders of the per-token heads: NER entities and SQuAD answer spans.
 
-Both window long inputs the way fine-tuning does (DESIGN.md):
+Both window long inputs the way fine-tuning does (docs/design.md):
     ner   windows of max_length tokens overlapping by `stride`; every word is predicted once, from
           the window where it has the most context on both sides; the word's label is its first
           sub-token's; entities are chunked as conlleval does (IOB1 and IOB2 both: an I-X after
