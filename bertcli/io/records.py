@@ -138,3 +138,14 @@ def check_classes(names, source: str, what: str = "training labels") -> None:
                         "learn", where=source,
                         fix="a classifier needs at least two classes in its training data (or --regression for "
                             "numbers)")
+
+
+def text_column(values: list, name: str, source: str) -> list[str]:
+    """A whole column of texts (parquet, datasets): every value a string."""
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            if v is None:
+                raise UserError(f"field {name!r} is null", where=f"{source} row {i}",
+                                fix=f"give every row a value for {name!r}, or remove the rows without one")
+            raise _wrong(name, v, "a string", f"{source} row {i}")
+    return values

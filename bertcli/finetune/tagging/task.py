@@ -34,11 +34,11 @@ class NerTask(Task):
     name = "ner"
     head = "token"
 
-    def __init__(self, cfg, data_dir: Path):
+    def __init__(self, cfg, data_dir: Path, encoding: str | None = None):
         block = cfg.ner
         self.hyper = overlay(cfg, block)
         self.block = block
-        layout, splits = load_tagged(Path(data_dir), block.tag_column)
+        layout, splits = load_tagged(Path(data_dir), block.tag_column, encoding)
         for split in splits.values():
             for tags, where in zip(split.tags, split.lines):
                 tagging.check_tags(tags, where)
@@ -172,7 +172,7 @@ class NerTask(Task):
         return {"labels": list(self.labels), "scheme": self.scheme}
 
 
-def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None) -> dict:
+def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
     from bertcli.finetune.engine import check_output, run_task
     from bertcli.finetune.run import check_checkpoint, default_out
@@ -181,7 +181,7 @@ def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None) -
     out = Path(out) if out is not None else default_out(checkpoint, "ner")
     check_output(out)
     check_checkpoint(checkpoint)
-    task = NerTask(recipe.finetune, data_dir)
+    task = NerTask(recipe.finetune, data_dir, encoding)
     results = run_task(task, recipe, checkpoint, out)
     dev = next(iter(results["dev"].values()))
     console.summary(f"NER dev results (x100), epoch {results['best_epoch']}",
