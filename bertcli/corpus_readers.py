@@ -198,13 +198,13 @@ def _missing_field(key: str, columns, where: str, r: Resolved) -> UserError:
                      fix=f"set {r.key}.text_field to the column holding the text")
 
 
-def _table_docs(table: tables.Table, r: Resolved, names_at: str | None) -> Iterator[RawDoc]:
+def _table_docs(table: tables.Table, r: Resolved) -> Iterator[RawDoc]:
     """The documents of a Table's text field (csv/tsv rows with an empty text are no document)."""
     key = r.src.text_field
-    if names_at is not None:              # tables with a header: say at once that the column is absent
+    if table.header is not None:          # a header: say at once that the column is absent
         names = table.names()
         if key not in names:
-            raise _missing_field(key, names, names_at, r)
+            raise _missing_field(key, names, table.header, r)
     for where, rec in table.records():
         if key not in rec:
             raise _missing_field(key, rec, where, r)
@@ -220,14 +220,14 @@ def _read_file(p: Path, fmt: str, r: Resolved, cfg: CorpusConfig, stats: ReadSta
     if fmt == "csv" and _suffix(p)[0] == ".tsv":
         fmt = "tsv"                       # format: csv on a .tsv file: the one TSV rule still holds
     table = tables.open_table(p, line_options(cfg), stats, fmt=fmt, key=r.src.text_field)
-    yield from _table_docs(table, r, {"csv": f"{p}:1", "tsv": f"{p}:1", "parquet": str(p)}.get(fmt))
+    yield from _table_docs(table, r)
 
 
 def _read_saved(r: Resolved) -> Iterator[RawDoc]:
-    yield from _table_docs(tables.saved_table(Path(r.src.path), (r.src.split,)), r, r.src.path)
+    yield from _table_docs(tables.saved_table(Path(r.src.path), (r.src.split,)), r)
 
 
 def _read_hub(r: Resolved) -> Iterator[RawDoc]:
     s = r.src
     table = tables.hub_table(s.path, s.name, s.split, where=r.key, local_hint="point corpus.sources at local files")
-    yield from _table_docs(table, r, table.source)
+    yield from _table_docs(table, r)

@@ -62,11 +62,13 @@ def iter_texts(path: Path, text_column: str, id_column: str | None,
     if not path.is_file():
         raise UserError(f"input file {path} does not exist", fix="give --input a .txt, .csv, .tsv, .jsonl or .parquet file")
     table = tables.open_table(path, LineOptions(encoding=check_encoding(encoding)))
-    if tables.file_format(path) in ("csv", "tsv", "parquet"):      # a header: name a missing column at once
+    if tables.file_format(path) == "text":
+        text_column, id_column = "text", None          # a .txt line is the text; its ids are line numbers
+    if table.header is not None:      # a header: name a missing column at once
         names = table.names()
         for name in [text_column] + ([id_column] if id_column else []):
             if name not in names:
-                raise UserError(f"no column {name!r}", where=f"{path}:1" if not path.suffix == ".parquet" else str(path),
+                raise UserError(f"no column {name!r}", where=table.header,
                                 fix=f"the columns are: {', '.join(names)}; choose with --text-column / --id-column")
     return ((records.optional_text(rec, id_column, where, str(n)), records.text(rec, text_column, where, "--text-column"))
             for n, (where, rec) in enumerate(table.records()))

@@ -51,12 +51,15 @@ def file_format(path: Path) -> str | None:
 class Table:
     """The records of one file or dataset split. `names()` are its columns (for JSON: the keys of
     its first record); `records()` streams (where, record); `column(name)` reads one whole
-    column (fast for parquet and datasets)."""
+    column (fast for parquet and datasets). `header`: where the column names are declared for
+    the whole table (`file:1` of a csv, the parquet schema); None for JSON, whose records each
+    name their own fields (a missing field is then reported at its record's line)."""
 
     source: str
     _names: Callable[[], list[str]]
     _records: Callable[[], Iterator[tuple[str, dict]]]
     _column: Callable[[str], list] | None = None
+    header: str | None = None
 
     def names(self) -> list[str]:
         return self._names()
@@ -152,7 +155,7 @@ def _delimited_table(path: Path, fmt: str, opts: LineOptions, stats: ReadStats |
                                      if fmt == "tsv" else "quote a text holding commas: \"a, b\"") + ")")
             yield where, dict(zip(cols, fields))
 
-    return Table(source, names, records)
+    return Table(source, names, records, header=f"{path}:1")
 
 
 # ------------------------------------------------------------------------------ json
@@ -255,7 +258,7 @@ def _parquet_table(paths: list[Path], source: str) -> Table:
         except (pa.ArrowInvalid, KeyError, OSError) as e:
             raise UserError(f"cannot read column {name!r}: {e}", where=source) from None
 
-    return Table(source, lambda: names, records, column)
+    return Table(source, lambda: names, records, column, header=source)
 
 
 def parquet_splits(folder: Path) -> dict[str, Table]:
@@ -283,7 +286,7 @@ def dataset_table(ds, source: str) -> Table:
                 yield f"{source} row {n}", {k: batch[k][i] for k in names}
                 n += 1
 
-    return Table(source, lambda: names, records, lambda name: list(ds[name]))
+    return Table(source, lambda: names, records, lambda name: list(ds[name]), header=source)
 
 
 def load_saved(folder: Path):
@@ -374,7 +377,7 @@ def open_table(path: Path, opts: LineOptions = LineOptions(), stats: ReadStats |
             for lineno, line in read_lines(path, opts, stats):
                 if line.strip():
                     yield f"{path}:{lineno}", {"text": line}
-        return Table(str(path), lambda: ["text"], lines)
+        return Table(str(path), lambda: ["text"], lines, header=str(path))
     raise UserError(f"{path.name}: unknown file kind {suffix(path)[0] or '(no suffix)'}", where=str(path),
                     fix="give a .txt, .csv, .tsv, .jsonl, .json or .parquet file, or a datasets save_to_disk "
                         "directory")

@@ -46,11 +46,13 @@ def read_table(path: Path, split: str, encoding: str | None = None) -> Table:
 
 
 def _need_column(table: Table, name: str, what: str) -> None:
+    if table.header is None:
+        return                        # JSON: each record is checked, at its own line
     names = table.names()
     if name not in names:
         hint = closest(name, names)
         raise UserError(f"no {what} column {name!r}" + (f"; did you mean {hint}?" if hint else ""),
-                        where=table.source,
+                        where=table.header,
                         fix=f"the columns are: {', '.join(map(str, names))}; choose one with --{what}-column")
 
 
