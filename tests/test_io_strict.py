@@ -90,8 +90,8 @@ def _write(kind, rows):
 
 
 RECORD_CASES = {
-    "no label": ("train.jsonl", _write("jsonl", GOOD + [{"text": "meh"}]), ["no field 'label'", "train.jsonl:3"]),
-    "no text": ("train.jsonl", _write("jsonl", [{"label": "pos"}] + GOOD), ["no field 'text'", "train.jsonl:1"]),
+    "no label": ("train.jsonl", _write("jsonl", GOOD + [{"text": "meh"}]), ["no column 'label'", "train.jsonl:3"]),
+    "no text": ("train.jsonl", _write("jsonl", [{"label": "pos"}] + GOOD), ["no column 'text'", "train.jsonl:1"]),
     "null text": ("train.jsonl", _write("jsonl", GOOD + [{"text": None, "label": "pos"}]),
                   ["field 'text' is null", "train.jsonl:3"]),
     "parquet null text": ("train.parquet", _write("parquet", {"text": ["a", None, "c"], "label": ["x", "y", "x"]}),
@@ -182,7 +182,7 @@ NER_CASES = {
     "lengths differ": ([{"tokens": ["John", "x"], "ner_tags": ["B-PER", "O"]}, {"tokens": ["a", "b"], "ner_tags": ["O"]}],
                        ["2 tokens but 1 tags", "train.jsonl:2"]),
     "tags null": ([{"tokens": ["a"], "ner_tags": None}], ["field 'ner_tags' is null", "train.jsonl:1"]),
-    "no tags": ([{"tokens": ["a"]}], ["no field 'ner_tags'", "train.jsonl:1"]),
+    "no tags": ([{"tokens": ["a"]}], ["no column 'ner_tags'", "train.jsonl:1"]),
     "tag a list": ([{"tokens": ["a"], "ner_tags": [["O"]]}], ["holds an array", "train.jsonl:1"]),
     "only O": ([{"tokens": ["a", "b"], "ner_tags": ["O", "O"]}] * 3, ["no entity tag", "train.jsonl", "every one of its 6"]),
 }

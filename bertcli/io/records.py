@@ -34,7 +34,7 @@ def get(rec: dict, name: str, where: str, flag: str | None = None) -> Any:
     """The value of field `name`: present and not null."""
     if name not in rec:
         found = ", ".join(map(str, rec)) or "none"
-        raise UserError(f"the record has no field {name!r}", where=where,
+        raise UserError(f"no column {name!r} in this record", where=where,
                         fix=f"its fields are: {found}" + (f"; name the column with {flag}" if flag else ""))
     value = rec[name]
     if value is None:

@@ -201,13 +201,17 @@ def _jsonl_records(path: Path, opts: LineOptions, stats: ReadStats | None) -> It
 
 
 def _is_json_lines(path: Path, opts: LineOptions, key: str | None) -> bool:
-    """Whether a .json file is JSON lines: its first line is a whole object (holding `key`)."""
+    """Whether a .json file is JSON lines: its first line is a whole object holding `key` (no key
+    given: and a second line follows, so a one-line document is not taken for one record)."""
+    lines = read_lines(path, opts, what="record")
     try:
-        first = next(read_lines(path, opts, what="record"), (0, ""))[1]
-        rec = json.loads(first)
+        rec = json.loads(next(lines, (0, ""))[1])
+        more = key is not None or any(line.strip() for _, line in lines)
     except (json.JSONDecodeError, UserError):
         return False
-    return isinstance(rec, dict) and (key is None or key in rec)
+    finally:
+        lines.close()
+    return isinstance(rec, dict) and (key is None or key in rec) and more
 
 
 def _json_records(path: Path, opts: LineOptions, stats: ReadStats | None, key: str | None):
