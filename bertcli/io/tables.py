@@ -122,7 +122,8 @@ def delimited_rows(path: Path, fmt: str, opts: LineOptions = LineOptions(),
 
 
 def _delimited_table(path: Path, fmt: str, opts: LineOptions, stats: ReadStats | None,
-                     header: list[str] | None, on_bad_width: Callable[[str], None] | None) -> Table:
+                     header: list[str] | None, on_bad_width: Callable[[str], None] | None,
+                     width_fix: str | None) -> Table:
     source = str(path)
     cache: dict[str, list[str]] = {}
 
@@ -152,7 +153,8 @@ def _delimited_table(path: Path, fmt: str, opts: LineOptions, stats: ReadStats |
                 raise UserError(f"{len(fields)} {sep}fields where the header has {len(cols)}", where=where,
                                 fix="every row needs one value per column (" +
                                     ("a tab inside a text or a cut line breaks a .tsv row; .tsv has no quoting"
-                                     if fmt == "tsv" else "quote a text holding commas: \"a, b\"") + ")")
+                                     if fmt == "tsv" else "quote a text holding commas: \"a, b\"") + ")" +
+                                    (f"; {width_fix}" if width_fix else ""))
             yield where, dict(zip(cols, fields))
 
     return Table(source, names, records, header=f"{path}:1")
@@ -356,11 +358,12 @@ def saved_table(folder: Path, wanted: tuple[str, ...]) -> Table:
 def open_table(path: Path, opts: LineOptions = LineOptions(), stats: ReadStats | None = None,
                fmt: str | None = None, key: str | None = None, header: list[str] | None = None,
                on_bad_width: Callable[[str], None] | None = None,
-               split: tuple[str, ...] = ("train",)) -> Table:
+               split: tuple[str, ...] = ("train",), width_fix: str | None = None) -> Table:
     """The Table of a file (by its suffix, or `fmt`) or of a save_to_disk directory (`split`: the
     split names looked for in a DatasetDict). `key`: the field a .json file's records must hold
     (tells JSON lines from one document); `header`: the column names of a headerless .csv/.tsv;
-    `on_bad_width(where)`: called for (and skips) a row with the wrong number of fields."""
+    `on_bad_width(where)`: called for (and skips) a row with the wrong number of fields, else
+    `width_fix` is added to the message's fix."""
     path = Path(path)
     if path.is_dir():
         return saved_table(path, split)
@@ -369,7 +372,7 @@ def open_table(path: Path, opts: LineOptions = LineOptions(), stats: ReadStats |
                         fix="check the path (relative paths are read from the current directory)")
     fmt = fmt or file_format(path)
     if fmt in ("csv", "tsv"):
-        return _delimited_table(path, fmt, opts, stats, header, on_bad_width)
+        return _delimited_table(path, fmt, opts, stats, header, on_bad_width, width_fix)
     if fmt == "parquet":
         return _parquet_table([path], str(path))
     if fmt in ("jsonl", "json"):

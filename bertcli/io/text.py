@@ -125,23 +125,22 @@ class _Decompressed(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readline(self, limit: int = -1) -> bytes:
+    def _take(self, read, n: int) -> bytes:
         try:
-            line = self.f.readline(limit)
+            data = read(n)
         except _DAMAGED as e:
             raise self._fail(e) from None
-        self.offset += len(line)
+        self.offset += len(data)
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._take(self.f.readline, limit)
         if line.endswith(b"\n"):
             self.lines += 1
         return line
 
     def read(self, n: int = -1) -> bytes:
-        try:
-            data = self.f.read(n)
-        except _DAMAGED as e:
-            raise self._fail(e) from None
-        self.offset += len(data)
-        return data
+        return self._take(self.f.read, n)
 
     def readinto(self, b) -> int:
         data = self.read(len(b))
