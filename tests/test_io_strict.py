@@ -344,6 +344,13 @@ def test_a_50_mb_field_is_one_message_not_a_csv_error(main, tmp_path):
     main(*classify(tmp_path, spans), needles=["spans.csv", "a field longer than corpus.max_line_bytes"])
 
 
+def test_the_recipes_bound_applies_to_finetune_files(main, tmp_path):
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps({"text": "z" * 5000, "label": "pos"}) + "\n" + json.dumps(GOOD[1]) + "\n")
+    main(*classify(tmp_path, train, None, "--set", "corpus.max_line_bytes=4096"),
+         needles=["train.jsonl:1", "record 1 is longer than corpus.max_line_bytes (4,096 bytes)"])
+
+
 def test_fields_over_csvs_default_limit_but_within_the_bound_are_read(tmp_path):
     from bertcli.finetune.classification.classify import load_classify
     from test_finetune_classify import _cfg
@@ -393,7 +400,7 @@ CASES_PER_CLASS = {      # quoted in the branch's report
     "NER records": len(NER_CASES) + 1 + 1,
     "SQuAD records": len(SQUAD_CASES) + 1 + 1,
     "encodings": 1 + 3 + 1 + 6,
-    "field size": 2 + 1,
+    "field size": 2 + 1 + 1,
     "predict / features": 6 + 1,
 }
 

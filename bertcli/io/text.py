@@ -60,7 +60,8 @@ class LineOptions:
     encoding: str | None = None
     errors: str = "error"              # error | replace | skip
     fix: str = ENCODING_FIX
-    limit_fix: str = "if lines this long are intended, raise corpus.max_line_bytes (--set corpus.max_line_bytes=N)"
+    limit_fix: str = ("if lines this long are intended, raise the bound (--set corpus.max_line_bytes=N on the "
+                      "commands that take a recipe)")
 
 
 def suffix(p: Path) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from bertcli.finetune.classification.glue import EvalSplit, TaskSpec
 from bertcli.finetune.task import overlay
 from bertcli.io import records, tables
 from bertcli.io.tables import Table
-from bertcli.io.text import LineOptions, check_encoding
+from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -37,12 +37,12 @@ REGRESSION_METRICS = ("pearson", "spearman")
 DICT_SPLITS = {"train": ("train",), "dev": ("validation", "dev", "valid"), "test": ("test",)}
 
 
-def read_table(path: Path, split: str, encoding: str | None = None) -> Table:
+def read_table(path: Path, split: str, opts: LineOptions = LineOptions()) -> Table:
     """One file (or save_to_disk directory) as a Table, by bertcli.io's rules."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"the {split} file {path} does not exist", fix=f"give --{split} an existing file")
-    return tables.open_table(path, LineOptions(encoding=encoding), split=DICT_SPLITS[split])
+    return tables.open_table(path, opts, split=DICT_SPLITS[split])
 
 
 def _need_column(table: Table, name: str, what: str) -> None:
@@ -120,11 +120,12 @@ def to_split(table: Table, name: str, cfg, labels, labelled: bool, rows=None) ->
     return Split(name, table.source, text, pair, y, ids)
 
 
-def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str | None = None) -> TaskData:
-    """Read and check all files before any model is loaded."""
+def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
+                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> TaskData:
+    """Read and check all files before any model is loaded (lines bounded by corpus.max_line_bytes)."""
     block = cfg.classify
-    encoding = check_encoding(encoding)
-    t_table = read_table(train, "train", encoding)
+    opts = LineOptions(max_line_bytes=max_line_bytes, encoding=check_encoding(encoding))
+    t_table = read_table(train, "train", opts)
     t_rows = _read_rows(t_table, block, labelled=True)
     labels = label_names(t_rows[3], block.regression)
     if labels is not None:
@@ -135,10 +136,10 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str 
                     dev=(EvalSplit("dev", str(dev), "validation"),),
                     test=(EvalSplit("test", str(test), "test"),) if test else ())
     train_split = to_split(t_table, "train", block, labels, True, rows=t_rows)
-    dev_split = to_split(read_table(dev, "dev", encoding), "dev", block, labels, True)
+    dev_split = to_split(read_table(dev, "dev", opts), "dev", block, labels, True)
     tests = []
     if test is not None:
-        tests.append(to_split(read_table(test, "test", encoding), "test", block, labels, labelled=False))
+        tests.append(to_split(read_table(test, "test", opts), "test", block, labels, labelled=False))
     if labels is not None and len(labels) > 0.5 * len(train_split) and all(_number(n) is not None for n in labels):
         console.log(f"warning: {len(labels):,} distinct numeric labels in {len(train_split):,} rows: "
                     "a regression task? (--regression)")
@@ -162,7 +163,7 @@ def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | 
     out = Path(out) if out is not None else default_out(checkpoint, "classify")
     check_output(out)
     check_checkpoint(checkpoint)
-    data = load_classify(cfg, train, dev, test, encoding)
+    data = load_classify(cfg, train, dev, test, encoding, recipe.corpus.max_line_bytes)
     task = SequenceTask(data, overlay(cfg, cfg.classify))
     what = "regression" if data.task.is_regression else f"{data.task.num_labels} classes"
     console.log(f"classify: {what}" + (f" ({', '.join(data.task.labels)})" if data.task.labels else ""))
