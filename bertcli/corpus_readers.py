@@ -18,7 +18,7 @@ from bertcli import builtin_corpus
 from bertcli.errors import UserError
 from bertcli.io import tables
 from bertcli.io import text as text_io
-from bertcli.io.text import LineOptions, ReadStats, open_binary  # noqa: F401  (ReadStats: re-exported)
+from bertcli.io.text import LineOptions, ReadStats  # noqa: F401  (ReadStats: re-exported for corpus.py and tests)
 from bertcli.sections import CorpusConfig, SourceConfig
 
 _FORMATS = tables.FORMATS

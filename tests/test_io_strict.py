@@ -11,7 +11,6 @@ the number of rows (see CASES_PER_CLASS at the end).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
