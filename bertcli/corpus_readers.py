@@ -1,8 +1,9 @@
 """Reading corpus sources: which files a source names, and the raw documents in them.
 
-Every reader streams: text is read line by line with a bounded `readline`, so one giant line
-(a 50 MB file without newlines) is reported instead of filling memory; tabular files are read
-in record batches. A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google BERT's
+Every reader streams, through the shared readers of bertcli.io (text.py: bounded lines and
+encodings, so one giant line, a 50 MB file without newlines, is reported instead of filling
+memory; tables.py: csv / tsv (the GLUE rule: tabs only, no quoting) / jsonl / json / parquet /
+save_to_disk / hub, read in record batches). A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google BERT's
 format) or as text still to be split into sentences; `corpus.py` does the rest.
 """
 
