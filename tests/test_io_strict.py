@@ -308,9 +308,15 @@ def test_latin1_jsonl_ner_squad_and_txt_predict_are_one_message(main, tmp_path):
     main("finetune", "squad", "-c", ckpt, "-d", s, needles=["train-v1.1.json", "0xe9", "byte offset", "iconv"])
 
 
-def test_unknown_encoding_name(main, tmp_path):
+@pytest.mark.parametrize("command", ["classify", "ner", "features", "predict"])
+def test_every_reading_command_takes_encoding_and_checks_the_name(main, tmp_path, command):
+    ckpt = fake_checkpoint(tmp_path / "ckpt")
     train = jsonl(tmp_path / "train.jsonl", GOOD)
-    main(*classify(tmp_path, train, None, "--encoding", "latin-99"), needles=["unknown text encoding 'latin-99'"])
+    args = {"classify": classify(tmp_path, train),
+            "ner": ("finetune", "ner", "-c", ckpt, "-d", ner_dir(tmp_path, [{"tokens": ["A"], "ner_tags": ["B-PER"]}])),
+            "features": ("features", "-c", ckpt, "-i", train, "-o", tmp_path / "f.parquet"),
+            "predict": ("predict", "-c", ckpt, "-i", train)}[command]
+    main(*args, "--encoding", "latin-99", needles=["unknown text encoding 'latin-99'", "utf-8, latin1"])
 
 
 def test_encoding_flag_utf16_and_boms_read_the_same_records(tmp_path):
@@ -398,7 +404,7 @@ CASES_PER_CLASS = {      # quoted in the branch's report
     "classify records (missing / null / wrong type / duplicates / one class)": len(RECORD_CASES) + 4 + 1,
     "NER records": len(NER_CASES) + 1 + 1,
     "SQuAD records": len(SQUAD_CASES) + 1 + 1,
-    "encodings": 1 + 3 + 1 + 6,
+    "encodings": 1 + 3 + 4 + 6,
     "field size": 2 + 1 + 1,
     "predict / features": 6 + 1,
 }
