@@ -232,3 +232,14 @@ def test_the_io_package_imports_only_the_base():
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("bertcli"))
     assert found - {"bertcli.errors", "bertcli.hub"} <= {"bertcli.io.text", "bertcli.io.records", "bertcli.io.tables"}, found
+
+
+def test_a_hub_name_goes_through_load_dataset(tmp_path, monkeypatch):
+    """The hub path is real `datasets.load_dataset` code; tested on a local folder (no network)."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    d = tmp_path / "local"
+    d.mkdir()
+    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    table = tables.hub_table(str(d), None, "train", where="--hub", local_hint="use local files")
+    assert [(r["text"], r["label"]) for _, r in table.records()] == [(r["text"], r["label"]) for r in ROWS]
+    assert list(tables.hub_splits(str(d))) == ["train"]
