@@ -129,7 +129,7 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
                       text_column: str | None = None, text_pair_column: str | None = None,
                       label_column: str | None = None, regression: bool | None = None,
                       recipe: PathLike | None = "classify", overrides: Overrides = None,
-                      out: PathLike | None = None) -> dict:
+                      out: PathLike | None = None, encoding: str | None = None) -> dict:
     """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
     parquet / save_to_disk files. The column and regression arguments override the recipe's
     finetune.classify block where given. Returns results.json's content."""
@@ -138,18 +138,18 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
              "regression": regression}
     return run_classify(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), train=Path(train),
-                        dev=Path(dev), test=_path(test), out=_path(out),
+                        dev=Path(dev), test=_path(test), out=_path(out), encoding=encoding,
                         **{k: v for k, v in flags.items() if v is not None})
 
 
 def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "ner",
-                 overrides: Overrides = None, out: PathLike | None = None) -> dict:
+                 overrides: Overrides = None, out: PathLike | None = None, encoding: str | None = None) -> dict:
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
     from bertcli.finetune.tagging.task import run_ner
 
     return run_ner(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), data_dir=Path(data_dir),
-                   out=_path(out))
+                   out=_path(out), encoding=encoding)
 
 
 def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
@@ -182,7 +182,8 @@ def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: Path
 # ------------------------------------------------------------------------------ using a model
 def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str = "-1", combine: str = "concat",
              pool: str = "cls", text_column: str = "text", id_column: str | None = None,
-             max_seq_length: int = 128, batch_size: int = 64, device: str = "auto") -> dict:
+             max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
+             encoding: str | None = None) -> dict:
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
@@ -190,7 +191,7 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
 
     return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
-                            batch_size=batch_size, device=device)
+                            batch_size=batch_size, device=device, encoding=encoding)
 
 
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
@@ -215,14 +216,15 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
 
 def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,
             batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
-            allow_impossible: bool = False) -> dict:
+            allow_impossible: bool = False, encoding: str | None = None) -> dict:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
     from bertcli.export.predict import run_predict
 
     return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
-                       pooling=pooling, max_length=max_length, allow_impossible=allow_impossible)
+                       pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
+                       encoding=encoding)
 
 
 def _path(p: PathLike | None) -> Path | None:

@@ -49,6 +49,8 @@ app.add_typer(finetune_app, name="finetune")
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
 SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
+EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
+                           "byte-order mark is honoured), e.g. latin1, cp1252, gb18030.")
 
 
 def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
@@ -226,12 +228,13 @@ def predict_cmd(
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens (default: the model's maximum)."),
     allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
+    encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
 
     summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
-                          max_length=max_length, allow_impossible=allow_impossible)
+                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
@@ -261,11 +264,12 @@ def finetune_ner(
     recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
+    encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
     from bertcli import api
 
-    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out)
+    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out, encoding=encoding)
 
 
 @finetune_app.command("classify")
@@ -281,13 +285,14 @@ def finetune_classify(
     recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
+    encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
     from bertcli import api
 
     api.finetune_classify(checkpoint, train=train, dev=dev, test=test, text_column=text_column,
                           text_pair_column=text_pair_column, label_column=label_column,
-                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out)
+                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding)
 
 
 @app.command()
@@ -303,12 +308,13 @@ def features(
     max_seq_length: int = typer.Option(128, "--max-seq-length", help="Longer texts are truncated."),
     batch_size: int = typer.Option(64, "--batch-size", help="Texts per forward pass (bounds memory)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
 
     api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
-                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from bertcli.errors import UserError
 from bertcli.export.inputs import read_records
+from bertcli.io import records
 
 LABEL = ("label", "labels", "gold_label")
 
@@ -23,15 +24,13 @@ def _classification_gold(labels: tuple[str, ...]):
     index = {name: i for i, name in enumerate(labels)}
 
     def gold(rec: dict, where: str):
-        value = next((rec[k] for k in LABEL if k in rec and rec[k] is not None), None)
-        if value is None:
+        name = next((k for k in LABEL if k in rec), None)
+        if name is None:
             raise UserError("the dev record has no label field", where=where,
                             fix=f"give each record a `label` (one of {', '.join(labels)})")
+        value = records.label(rec, name, where, regression=len(labels) == 1)   # checked: no null, list, object
         if len(labels) == 1:
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                raise UserError(f"regression label {value!r} is not a number", where=where)
+            return value
         key = str(value)
         if key in index:
             return index[key]

@@ -21,7 +21,6 @@ written last, in a slot reserved at the start), so the input never has to fit in
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
@@ -31,6 +30,8 @@ import numpy as np
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.io import records, tables
+from bertcli.io.text import LineOptions, check_encoding
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -54,57 +55,23 @@ def parse_layers(spec: str, num_layers: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------ input
-def iter_texts(path: Path, text_column: str, id_column: str | None) -> Iterator[tuple[str, str]]:
-    """(id, text) pairs, streamed."""
+def iter_texts(path: Path, text_column: str, id_column: str | None,
+               encoding: str | None = None) -> Iterator[tuple[str, str]]:
+    """(id, text) pairs, streamed, read as predict and fine-tuning read them (bertcli.io)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"input file {path} does not exist", fix="give --input a .txt, .csv, .tsv, .jsonl or .parquet file")
-    suffix = path.suffix.lower()
-
-    def pick(names: list[str], where: str):
+    table = tables.open_table(path, LineOptions(encoding=check_encoding(encoding)))
+    if tables.file_format(path) == "text":
+        text_column, id_column = "text", None          # a .txt line is the text; its ids are line numbers
+    if table.header is not None:      # a header: name a missing column at once
+        names = table.names()
         for name in [text_column] + ([id_column] if id_column else []):
             if name not in names:
-                raise UserError(f"no column {name!r}", where=where,
+                raise UserError(f"no column {name!r}", where=table.header,
                                 fix=f"the columns are: {', '.join(names)}; choose with --text-column / --id-column")
-
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        f = pq.ParquetFile(path)
-        pick(f.schema_arrow.names, str(path))
-        n = 0
-        for batch in f.iter_batches(batch_size=1024, columns=[text_column] + ([id_column] if id_column else [])):
-            texts = batch.column(text_column).to_pylist()
-            ids = batch.column(id_column).to_pylist() if id_column else range(n, n + len(texts))
-            n += len(texts)
-            yield from ((str(i), str(t)) for i, t in zip(ids, texts))
-        return
-    with open(path, encoding="utf-8-sig", newline="" if suffix in (".csv", ".tsv") else None) as f:
-        if suffix in (".csv", ".tsv"):
-            reader = csv.reader(f, delimiter="," if suffix == ".csv" else "\t",
-                                quoting=csv.QUOTE_MINIMAL if suffix == ".csv" else csv.QUOTE_NONE)
-            header = next(reader, [])
-            pick(header, f"{path}:1")
-            t, k = header.index(text_column), header.index(id_column) if id_column else None
-            for n, row in enumerate(r for r in reader if r):
-                if len(row) != len(header):
-                    raise UserError(f"{len(row)} fields where the header has {len(header)}", where=f"{path}:{reader.line_num}")
-                yield (row[k] if k is not None else str(n)), row[t]
-        elif suffix in (".jsonl", ".json"):
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"not a JSON object: {e.msg}", where=f"{path}:{lineno}")
-                if not isinstance(row, dict):
-                    raise UserError("not a JSON object", where=f"{path}:{lineno}")
-                pick(list(row), f"{path}:{lineno}")
-                yield str(row[id_column]) if id_column else str(lineno - 1), str(row[text_column])
-        else:                                   # plain text: one text per line
-            for n, line in enumerate(f):
-                yield str(n), line.rstrip("\n")
+    return ((records.optional_text(rec, id_column, where, str(n)), records.text(rec, text_column, where, "--text-column"))
+            for n, (where, rec) in enumerate(table.records()))
 
 
 def batches(items: Iterator, size: int) -> Iterator[list]:
@@ -189,7 +156,8 @@ class NpyWriter:
 
 def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1", combine: str = "concat",
                      pool: str = "cls", text_column: str = "text", id_column: str | None = None,
-                     max_seq_length: int = 128, batch_size: int = 64, device: str = "auto") -> dict:
+                     max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
+                     encoding: str | None = None) -> dict:
     """Write the features of every text of `input` to `out`; returns a summary."""
     import torch
 
@@ -206,6 +174,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     if out.suffix not in (".parquet", ".npy"):
         raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out features.parquet")
     check_output_dir(out.parent if str(out.parent) else Path("."), "the output directory", "--out")
+    texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
     dev = resolve_device(device, where="--device")
     tok = load_tokenizer(checkpoint)
     model, _ = load_checkpoint(checkpoint, head=saved_head(checkpoint))
@@ -236,7 +205,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     n_texts = n_rows = 0
     try:
         with console.progress(f"features of {Path(input).name}", total=None) as bar, torch.no_grad():
-            for chunk in batches(iter_texts(input, text_column, id_column), batch_size):
+            for chunk in batches(texts, batch_size):
                 encs = encoder.encode_batch([t for _, t in chunk])
                 T = max(len(e.ids) for e in encs)
                 ids = torch.full((len(encs), T), tok.pad_id, dtype=torch.long)

@@ -1,93 +1,55 @@
-"""Streaming input records for `bertcli predict` (and `bertcli export --dev`).
+"""Streaming input records for `bertcli predict` (and `bertcli export --dev`), read by the one
+table reader (bertcli.io.tables), so that predict reads a file exactly as fine-tuning does:
 
     .txt      one example per line: {"text": line} (blank lines skipped)
-    .jsonl    one JSON object per line
-    .csv/.tsv a header row, then one example per row
+    .jsonl    one JSON object per line (.json: JSON lines or an array of objects)
+    .csv      a header row, then one example per row (standard csv quoting)
+    .tsv      a header row, then rows split on tabs only, no quote processing (GLUE's rule)
     .parquet  one example per row, read in record batches
 
 (.gz / .bz2 / .xz compressed text files too.) Records are read lazily, so memory does not grow
-with the file; lines are read with the corpus reader's bounded readline.
+with the file; lines are bounded (corpus.max_line_bytes' default) and decoded as UTF-8 (a BOM
+is honoured, UTF-16 too), or in the `--encoding` asked for.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 from typing import Iterator
 
-from bertcli.corpus_readers import ReadStats, _suffix, read_lines
 from bertcli.errors import UserError
-from bertcli.sections import CorpusConfig
+from bertcli.io import records, tables
+from bertcli.io.text import LineOptions, check_encoding, read_lines
 
-FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv",
-           ".parquet": "parquet"}
+FORMATS = ("text", "jsonl", "json", "csv", "tsv", "parquet")
 
 
 def input_format(path: Path) -> str:
-    fmt = FORMATS.get(_suffix(Path(path))[0])
-    if fmt is None:
+    fmt = tables.file_format(Path(path))
+    if fmt not in FORMATS:
         raise UserError(f"unsupported input format {Path(path).name!r}", where=str(path),
                         fix="give a .txt (one example per line), .jsonl, .csv/.tsv or .parquet file")
     return fmt
 
 
-def check_input(path: Path) -> str:
+def check_input(path: Path, encoding: str | None = None) -> str:
     path = Path(path)
+    check_encoding(encoding)
     if not path.is_file():
         raise UserError(f"input file {path} does not exist", fix="give an existing .txt, .jsonl, .csv or .parquet file")
     return input_format(path)
 
 
-def read_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """(where, record) for every example: `where` is "file:line" (or "file: row N")."""
+def read_records(path: Path, encoding: str | None = None) -> Iterator[tuple[str, dict]]:
+    """(where, record) for every example: `where` is "file:line" (or "file row N")."""
     path = Path(path)
-    fmt = check_input(path)
-    cfg, stats = CorpusConfig(), ReadStats()
-    if fmt == "txt":
-        for lineno, line in read_lines(path, cfg, stats):
-            if line.strip():
-                yield f"{path}:{lineno}", {"text": line}
-    elif fmt == "jsonl":
-        for lineno, line in read_lines(path, cfg, stats):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"not a JSON object: {e.msg}", where=f"{path}:{lineno}",
-                                fix="a .jsonl file holds one JSON object per line")
-            if not isinstance(rec, dict):
-                raise UserError("each line must be a JSON object", where=f"{path}:{lineno}")
-            yield f"{path}:{lineno}", rec
-    elif fmt == "csv":
-        delimiter = "\t" if _suffix(path)[0] == ".tsv" else ","
-        csv.field_size_limit(cfg.max_line_bytes)
-        reader = csv.reader((line + "\n" for _, line in read_lines(path, cfg, stats, what="row")), delimiter=delimiter)
-        try:
-            header = next(reader, None)
-            for row in reader:
-                if row:
-                    yield f"{path}:{reader.line_num}", dict(zip(header, row))
-        except csv.Error as e:
-            raise UserError(f"malformed CSV: {e}", where=f"{path}:{reader.line_num}")
-    else:
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(path)
-        except Exception as e:  # pyarrow raises ArrowInvalid / OSError for a file that is not Parquet
-            raise UserError(f"not a readable Parquet file ({e})", where=str(path))
-        n = 0
-        for batch in pf.iter_batches(batch_size=1024):
-            for rec in batch.to_pylist():
-                n += 1
-                yield f"{path}: row {n}", rec
+    check_input(path, encoding)
+    yield from tables.open_table(path, LineOptions(encoding=encoding)).records()
 
 
-def count_records(path: Path) -> int | None:
+def count_records(path: Path, encoding: str | None = None) -> int | None:
     """How many records a file holds (for the progress bar); a cheap pass over the lines."""
-    fmt = check_input(path)
+    fmt = check_input(path, encoding)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -95,16 +57,17 @@ def count_records(path: Path) -> int | None:
             return pq.ParquetFile(path).metadata.num_rows
         except Exception:
             return None
-    if fmt == "csv":
+    if fmt in ("csv", "json"):
         return None  # quoted fields may span lines: counting needs the parser, the bar shows a count
-    return sum(1 for _, line in read_lines(Path(path), CorpusConfig(), ReadStats()) if line.strip())
+    n = sum(1 for _, line in read_lines(Path(path), LineOptions(encoding=encoding)) if line.strip())
+    return n - 1 if fmt == "tsv" and n else n
 
 
 def field(rec: dict, names: tuple[str, ...], where: str, required: bool = True):
     """The first of `names` present in `rec` (None when absent and not required)."""
     for name in names:
         if name in rec and rec[name] is not None:
-            return rec[name]
+            return records.text(rec, name, where)
     if required:
         raise UserError(f"the record has none of the fields {', '.join(names)}", where=where,
                         fix=f"name the text field {names[0]} (found: {', '.join(map(str, rec)) or 'nothing'})")

@@ -175,16 +175,17 @@ def check_output(out: Optional[Path]) -> None:
 
 def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,
                 batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
-                threads: Optional[int] = None, allow_impossible: bool = False) -> dict:
+                threads: Optional[int] = None, allow_impossible: bool = False,
+                encoding: Optional[str] = None) -> dict:
     """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
     written under a temporary name and renamed when complete). Returns a summary."""
     from bertcli.export.inputs import check_input, count_records, read_records
 
-    check_input(input_file)
+    check_input(input_file, encoding)
     check_output(out)
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
-    total = count_records(input_file)
+    total = count_records(input_file, encoding)
     n = 0
     tmp = None
     if out is not None:
@@ -194,7 +195,7 @@ def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task:
     sink = open(tmp, "w", encoding="utf-8") if tmp is not None else sys.stdout
     try:
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
-            for n, pred in enumerate(p.predict(read_records(input_file), bar=bar), 1):
+            for n, pred in enumerate(p.predict(read_records(input_file, encoding), bar=bar), 1):
                 sink.write(json.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
         if tmp is not None:
             sink.close()

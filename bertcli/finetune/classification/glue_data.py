@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from bertcli.errors import UserError, require_finite
 from bertcli.finetune.classification.glue import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
+from bertcli.io import records, tables
+from bertcli.io.tables import Table
 
 
 
@@ -61,7 +63,7 @@ def detect_layout(folder: Path) -> str | None:
         return "tsv"
     if (folder / "dataset_dict.json").is_file():
         return "save_to_disk"
-    if any(folder.glob("*.parquet")) or any(folder.glob("data/*.parquet")):
+    if tables.has_parquet(folder):
         return "parquet"
     return None
 
@@ -141,89 +143,64 @@ def _tsv_names(task: TaskSpec) -> list[str]:
     return ["train.tsv"] + [s.tsv for s in task.dev] + [s.tsv for s in task.test]
 
 
-def tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank line, split on tabs only: no quote processing,
-    no splitting on a stray carriage return; a byte-order mark at the start is dropped."""
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(f"not valid UTF-8 ({e.reason} at byte {e.start})", where=f"{path}:{lineno}")
-            if lineno == 1:
-                line = line.lstrip("\ufeff")
-            line = line.rstrip("\n").rstrip("\r")
-            if line.strip():
-                yield lineno, line.split("\t")
-
-
 def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: dict | None = None) -> Split:
-    """One GLUE TSV file. `kind` is train, dev or test (test files carry ids instead of labels).
-    With a `skipped` dict, rows with the wrong number of fields are counted there, not fatal."""
-    rows = tsv_rows(path)
+    """One GLUE TSV file (bertcli.io's TSV rule: tabs only, no quote processing). `kind` is train,
+    dev or test (test files carry ids instead of labels). With a `skipped` dict, rows with the
+    wrong number of fields are counted there, not fatal."""
+    def skip(where: str) -> None:
+        skipped[str(path)] = skipped.get(str(path), 0) + 1
+
     if task.headerless_train and kind != "test":      # CoLA train/dev: source, label, *, sentence
-        a_col, label_col = task.headerless_train
+        a_col, label_col = (str(i) for i in task.headerless_train)
         b_col = id_col = None
-        width = 4
+        header = ["0", "1", "2", "3"]
     else:
-        first = next(rows, None)
-        if first is None:
-            raise UserError(f"{path.name} is empty", where=str(path))
-        header = [h.strip() for h in first[1]]
-        wanted = [task.tsv_a] + ([task.tsv_b] if task.tsv_b else [])
-        wanted += [task.tsv_test_id] if kind == "test" else [task.tsv_label]
-        missing = [c for c in wanted if c not in header]
+        a_col, b_col, header = task.tsv_a, task.tsv_b, None
+        label_col = None if kind == "test" else task.tsv_label
+        id_col = task.tsv_test_id if kind == "test" else None
+    table = tables.open_table(path, fmt="tsv", header=header, on_bad_width=skip if skipped is not None else None,
+                              width_fix=f"keep {task.glue_name}'s column layout, or --set finetune.bad_rows=skip to "
+                                        "leave such rows out")
+    if header is None:
+        found = table.names()
+        wanted = [c for c in (a_col, b_col, id_col, label_col) if c]
+        missing = [c for c in wanted if c not in found]
         if missing:
             raise UserError(
                 f"{path.name} lacks the column(s) {', '.join(missing)} of {task.glue_name}'s "
                 f"{'test' if kind == 'test' else 'train/dev'} files",
                 where=f"{path}:1",
-                fix=f"expected a tab-separated header with {', '.join(wanted)}; found: {', '.join(header)}",
+                fix=f"expected a tab-separated header with {', '.join(wanted)}; found: {', '.join(found)}",
             )
-        a_col = header.index(task.tsv_a)
-        b_col = header.index(task.tsv_b) if task.tsv_b else None
-        label_col = None if kind == "test" else header.index(task.tsv_label)
-        id_col = header.index(task.tsv_test_id) if kind == "test" else None
-        width = len(header)
 
     label_of = _label_parser(task, path)
     text_a, text_b, labels, ids = [], [] if b_col is not None else None, [], []
-    for lineno, fields in rows:
-        if len(fields) != width:
-            if skipped is not None:
-                skipped[str(path)] = skipped.get(str(path), 0) + 1
-                continue
-            raise UserError(
-                f"{len(fields)} tab-separated fields where {task.glue_name}'s {path.name} has {width}",
-                where=f"{path}:{lineno}",
-                fix="keep the GLUE file's column layout (a tab inside a sentence or a cut line breaks it), "
-                    "or --set finetune.bad_rows=skip to leave such rows out",
-            )
-        text_a.append(fields[a_col])
+    for where, rec in table.records():
+        text_a.append(rec[a_col])
         if b_col is not None:
-            text_b.append(fields[b_col])
+            text_b.append(rec[b_col])
         if label_col is not None:
-            labels.append(label_of(fields[label_col].strip(), lineno))
-        ids.append(fields[id_col].strip() if id_col is not None else str(len(ids)))
+            labels.append(label_of(rec[label_col].strip(), where))
+        ids.append(rec[id_col].strip() if id_col is not None else str(len(ids)))
     if not text_a:
         raise UserError(f"{path.name} has no examples", where=str(path))
     return Split(name, str(path), text_a, text_b, _label_array(task, labels) if label_col is not None else None, ids)
 
 
-def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, int], float | int]:
+def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | int]:
     if task.is_regression:
-        def score(text: str, lineno: int) -> float:
+        def score(text: str, where: str) -> float:
             try:
                 value = float(text)
             except ValueError:
-                raise UserError(f"{task.glue_name} score {text!r} is not a number", where=f"{path}:{lineno}")
-            return require_finite(value, f"{task.glue_name} score {text!r}", f"{path}:{lineno}")
+                raise UserError(f"{task.glue_name} score {text!r} is not a number", where=where)
+            return require_finite(value, f"{task.glue_name} score {text!r}", where)
         return score
     index = {label: i for i, label in enumerate(task.labels)}
 
-    def label(text: str, lineno: int) -> int:
+    def label(text: str, where: str) -> int:
         if text not in index:
-            raise UserError(f"unknown {task.glue_name} label {text!r}", where=f"{path}:{lineno}",
+            raise UserError(f"unknown {task.glue_name} label {text!r}", where=where,
                             fix=f"labels of {task.glue_name}: {', '.join(task.labels)}")
         return index[text]
     return label
@@ -234,87 +211,32 @@ def _label_array(task: TaskSpec, labels: Sequence) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ datasets layouts
-class _Columns:
-    """What a `datasets.Dataset` and a pyarrow Table have in common here."""
-
-    def __init__(self, names: list[str], get: Callable[[str], list], source: str):
-        self.names, self.get, self.source = names, get, source
-
-
 def _load_datasets(task: TaskSpec, folder: Path, layout: str) -> TaskData:
-    if layout == "save_to_disk":
-        import datasets
-
-        dd = datasets.load_from_disk(str(folder))
-        if not isinstance(dd, datasets.DatasetDict):
-            raise UserError(f"{folder} holds one dataset, not a DatasetDict with train/validation splits",
-                            where=str(folder), fix="save the whole DatasetDict (load_dataset(...).save_to_disk(dir))")
-        splits = {k: _dataset_columns(v, f"{folder}[{k}]") for k, v in dd.items()}
-    else:
-        splits = _parquet_splits(folder)
+    splits = tables.saved_splits(folder) if layout == "save_to_disk" else tables.parquet_splits(folder)
     ax = None
     if task.name == "mnli":
         ax_dir = folder.parent / AX_HUB_CONFIG
         if ax_dir.is_dir() and detect_layout(ax_dir) is not None:
-            ax = _load_ax(ax_dir)
+            ax = (tables.saved_splits(ax_dir) if (ax_dir / "dataset_dict.json").is_file()
+                  else tables.parquet_splits(ax_dir)).get("test")
     return _from_columns(task, splits, layout, str(folder), ax)
 
 
-def _load_ax(folder: Path) -> _Columns | None:
-    if (folder / "dataset_dict.json").is_file():
-        import datasets
-
-        dd = datasets.load_from_disk(str(folder))
-        return _dataset_columns(dd["test"], f"{folder}[test]") if "test" in dd else None
-    return _parquet_splits(folder).get("test")
-
-
-def _dataset_columns(ds, source: str) -> _Columns:
-    return _Columns(list(ds.column_names), lambda name: list(ds[name]), source)
-
-
-def _parquet_splits(folder: Path) -> dict[str, _Columns]:
-    """`<split>-00000-of-00001.parquet` (or `<split>.parquet`) files, by split."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    files: dict[str, list[Path]] = {}
-    for path in sorted(list(folder.glob("*.parquet")) + list(folder.glob("data/*.parquet"))):
-        split = path.stem.split("-")[0]
-        files.setdefault(split, []).append(path)
-    out = {}
-    for split, paths in files.items():
-        try:
-            table = pa.concat_tables([pq.read_table(p) for p in paths])
-        except (pa.ArrowInvalid, OSError) as e:
-            raise UserError(f"cannot read parquet split {split}: {e}", where=str(paths[0]))
-        out[split] = _Columns(table.column_names, lambda name, t=table: t.column(name).to_pylist(),
-                              f"{folder}/{split}-*.parquet")
-    return out
-
-
 def _load_hub(task: TaskSpec, name: str) -> TaskData:
-    import datasets
-
-    def load(config: str):
-        from bertcli.hub import load_hub
-
-        return load_hub(name, config, where=f"--hub {name}", local_hint="download the data and pass --data-dir")
-
-    dd = load(task.name)
-    splits = {k: _dataset_columns(v, f"{name}/{task.name}[{k}]") for k, v in dd.items()}
+    hint = "download the data and pass --data-dir"
+    splits = tables.hub_splits(name, task.name, local_hint=hint)
     ax = None
     if task.name == "mnli":
         try:
-            ax = _dataset_columns(datasets.load_dataset(name, AX_HUB_CONFIG)["test"], f"{name}/ax[test]")
-        except Exception:  # the diagnostic set is optional
+            ax = tables.hub_splits(name, AX_HUB_CONFIG, local_hint=hint)["test"]
+        except (UserError, KeyError):  # the diagnostic set is optional
             ax = None
     return _from_columns(task, splits, "hub", f"{name}/{task.name}", ax)
 
 
-def _from_columns(task: TaskSpec, splits: dict[str, _Columns], layout: str, source: str,
-                  ax: _Columns | None) -> TaskData:
-    def need(split: str) -> _Columns:
+def _from_columns(task: TaskSpec, splits: dict[str, Table], layout: str, source: str,
+                  ax: Table | None) -> TaskData:
+    def need(split: str) -> Table:
         if split not in splits:
             raise UserError(f"{task.name}: split {split!r} is missing", where=source,
                             fix=f"found splits: {', '.join(sorted(splits)) or 'none'}")
@@ -328,20 +250,27 @@ def _from_columns(task: TaskSpec, splits: dict[str, _Columns], layout: str, sour
     return TaskData(task, layout, source, train, dev, test)
 
 
-def _columns_split(cols: _Columns, task: TaskSpec, name: str, labeled: bool, ax: bool = False) -> Split:
+def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bool = False) -> Split:
     a, b = ("premise", "hypothesis") if ax else (task.hub_a, task.hub_b)
     wanted = [a] + ([b] if b else []) + (["label"] if labeled else [])
-    missing = [c for c in wanted if c not in cols.names]
+    names = cols.names()
+    missing = [c for c in wanted if c not in names]
     if missing:
         raise UserError(f"{task.name} split {name}: column(s) {', '.join(missing)} missing", where=cols.source,
                         fix=f"expected the `datasets` GLUE columns {', '.join(wanted)} (+ idx); found: "
-                            f"{', '.join(cols.names)}")
-    text_a = [str(x) for x in cols.get(a)]
-    text_b = [str(x) for x in cols.get(b)] if b else None
-    ids = [str(x) for x in cols.get("idx")] if "idx" in cols.names else [str(i) for i in range(len(text_a))]
+                            f"{', '.join(names)}")
+    text_a = records.text_column(cols.column(a), a, cols.source)
+    text_b = records.text_column(cols.column(b), b, cols.source) if b else None
+    ids = [str(x) for x in cols.column("idx")] if "idx" in names else [str(i) for i in range(len(text_a))]
     labels = None
     if labeled:
-        labels = _label_array(task, cols.get("label"))
+        raw = cols.column("label")
+        for i, v in enumerate(raw):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise UserError(f"{task.name} split {name}: the label at row {i} is {records.json_type(v)} "
+                                f"({v!r}), not a number", where=f"{cols.source} row {i}",
+                                fix="labels must be the `datasets` GLUE class ids (or STS-B scores)")
+        labels = _label_array(task, raw)
         for i in np.flatnonzero(~np.isfinite(labels))[:1] if task.is_regression else ():
             require_finite(float(labels[i]), f"{task.name} split {name}: the label at row {i} (idx {ids[i]})", cols.source)
         if not task.is_regression:

@@ -18,12 +18,13 @@ tokenized once.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bertcli.errors import UserError
+from bertcli.io import records, tables
+from bertcli.io.text import LineOptions, read_all
 
 
 @dataclass
@@ -75,6 +76,7 @@ class _Builder:
         self.bad_answers = bad_answers
         self.repaired = 0            # answer_start moved to the nearest occurrence of its text
         self.dropped = 0             # answers left out (text not in the context, or mode skip)
+        self._seen: dict[str, str] = {}   # question id -> where it was first seen
 
     def context(self, text: str) -> int:
         index = self._context_index.get(text)
@@ -84,12 +86,23 @@ class _Builder:
         return index
 
     def add(self, qid: str, question: str, ctx: int, texts: list[str], starts: list[int], where: str) -> None:
+        if qid in self._seen:
+            raise UserError(f"question id {qid!r} is given twice (first at {self._seen[qid]})", where=where,
+                            fix="every question needs its own id: predictions.json and the metrics are keyed by it")
+        self._seen[qid] = where
         context = self.split.contexts[ctx]
         had_answers = bool(texts)
         kept_texts, kept_starts = [], []
         for text, start in zip(texts, starts):
-            ok = isinstance(start, int) and not isinstance(start, bool) and context[start:start + len(text)] == text
+            # in range first: a negative start would match through Python's negative slicing
+            ok = isinstance(start, int) and not isinstance(start, bool) and 0 <= start < len(context) \
+                and context[start:start + len(text)] == text
             if not ok and self.bad_answers == "error":
+                if isinstance(start, int) and not 0 <= start < len(context):
+                    raise UserError(f"question {qid!r}: answer_start {start} is outside its context (0..{len(context) - 1})",
+                                    where=where, fix="answer_start is the 0-based character offset of the answer in "
+                                                     "the context; correct it, or --set finetune.squad.bad_answers=repair "
+                                                     "(nearest occurrence of the text) or =skip")
                 found = context[start:start + len(text)] if isinstance(start, int) else None
                 raise UserError(
                     f"question {qid!r}: answer_start {start!r} does not point at its answer text {text!r} "
@@ -147,15 +160,10 @@ _SHAPE = ('expected {"data": [{"title": ..., "paragraphs": [{"context": ..., "qa
           '"question": ..., "answers": [{"text": ..., "answer_start": ...}]}]}]}]} (the official SQuAD JSON)')
 
 
-def read_json(path: Path, name: str, bad_answers: str = "error") -> tuple[SquadSplit, bool, int]:
+def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str | None = None) -> tuple[SquadSplit, bool, int]:
     """One official SQuAD JSON file -> (split, carries is_impossible / version v2.0, unanswerable count)."""
     where = str(path)
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise UserError(f"not valid UTF-8 ({e.reason} at byte {e.start})", where=where)
-    except json.JSONDecodeError as e:
-        raise UserError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", where=where)
+    doc = tables.parse_json(read_all(Path(path), LineOptions(encoding=encoding)), where, _SHAPE)
     b = _Builder(name, where, bad_answers)
     b.flagged = isinstance(doc, dict) and str(doc.get("version", "")).startswith(("v2", "2"))
     for i, article in enumerate(_need(doc, "data", list, where, "the top level")):
@@ -168,7 +176,7 @@ def read_json(path: Path, name: str, bad_answers: str = "error") -> tuple[SquadS
                 if not isinstance(qid, (str, int)) or isinstance(qid, bool):
                     _need(qa, "id", str, where, q_at)
                 question = _need(qa, "question", str, where, q_at + f" (id {qid})")
-                impossible = bool(qa.get("is_impossible", False))
+                impossible = records.boolean(qa, "is_impossible", f"{where} {q_at} (id {qid})", default=False)
                 b.flagged |= "is_impossible" in qa
                 answers = [] if impossible else _need(qa, "answers", list, where, q_at + f" (id {qid})")
                 texts, starts = [], []
@@ -210,21 +218,29 @@ def find_json(folder: Path, version: int) -> tuple[Path, Path] | None:
 
 
 # ------------------------------------------------------------------------------------ datasets
-def _from_rows(cols, name: str, bad_answers: str = "error") -> _Builder:
+def _from_rows(cols: tables.Table, name: str, bad_answers: str = "error") -> _Builder:
     """A `datasets` squad / squad_v2 split (columns id, context, question, answers)."""
-    missing = [c for c in ("id", "context", "question", "answers") if c not in cols.names]
+    names = cols.names()
+    missing = [c for c in ("id", "context", "question", "answers") if c not in names]
     if missing:
         raise UserError(f"split {name}: column(s) {', '.join(missing)} missing: not the squad layout",
                         where=cols.source, fix="expected the `datasets` squad columns id, title, context, "
-                                               f"question, answers; found: {', '.join(cols.names)}")
+                                               f"question, answers; found: {', '.join(names)}")
     b = _Builder(name, cols.source, bad_answers)
-    for qid, context, question, ans in zip(cols.get("id"), cols.get("context"), cols.get("question"),
-                                           cols.get("answers")):
+    for i, (qid, context, question, ans) in enumerate(zip(cols.column("id"), cols.column("context"),
+                                                          cols.column("question"), cols.column("answers"))):
+        where = f"{cols.source} row {i}"
+        rec = {"id": qid, "context": context, "question": question}
+        qid = records.optional_text(rec, "id", where, "")
         if not isinstance(ans, dict) or "text" not in ans or "answer_start" not in ans:
-            raise UserError(f"question {qid!r}: answers is {ans!r}, expected {{'text': [...], 'answer_start': [...]}}",
-                            where=cols.source)
-        b.add(str(qid), str(question), b.context(str(context)), list(ans["text"]),
-              [int(s) for s in ans["answer_start"]], cols.source)
+            raise UserError(f"question {qid!r}: answers is {ans!r:.80}, expected {{'text': [...], 'answer_start': [...]}}",
+                            where=where)
+        texts = records.string_list(ans, "text", where)
+        starts = ans["answer_start"]
+        if not isinstance(starts, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in starts):
+            raise UserError(f"question {qid!r}: answer_start is {starts!r:.60}, not a list of integers", where=where)
+        b.add(qid, records.text(rec, "question", where), b.context(records.text(rec, "context", where)),
+              texts, starts, where)
     if not b.split.ids:
         raise UserError(f"split {name} has no questions", where=cols.source)
     _report(b)
@@ -232,34 +248,12 @@ def _from_rows(cols, name: str, bad_answers: str = "error") -> _Builder:
 
 
 def _splits_of(folder: Path, layout: str) -> dict:
-    from bertcli.finetune.classification.glue_data import _dataset_columns, _parquet_splits
-
-    if layout == "parquet":
-        return _parquet_splits(folder)
-    import datasets
-
-    dd = datasets.load_from_disk(str(folder))
-    if not isinstance(dd, datasets.DatasetDict):
-        raise UserError(f"{folder} holds one dataset, not a DatasetDict with train/validation splits",
-                        where=str(folder), fix="save the whole DatasetDict (load_dataset(...).save_to_disk(dir))")
-    return {k: _dataset_columns(v, f"{folder}[{k}]") for k, v in dd.items()}
+    return tables.parquet_splits(folder) if layout == "parquet" else tables.saved_splits(folder)
 
 
 def _load_hub(name: str) -> dict:
-    from bertcli.finetune.classification.glue_data import _dataset_columns
-    from bertcli.hub import load_hub
-
-    dd = load_hub(name, where=f"--hub {name}",
-                  local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass --data-dir")
-    return {k: _dataset_columns(v, f"{name}[{k}]") for k, v in dd.items()}
-
-
-def _pick(splits: dict, wanted: tuple[str, ...], source: str):
-    for w in wanted:
-        if w in splits:
-            return splits[w]
-    raise UserError(f"split {wanted[0]!r} is missing", where=source,
-                    fix=f"found splits: {', '.join(sorted(splits)) or 'none'}")
+    return tables.hub_splits(name, local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass "
+                                              "--data-dir")
 
 
 # ------------------------------------------------------------------------------------ entry
@@ -283,7 +277,7 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
         source = str(folder)
         if (folder / "dataset_dict.json").is_file():
             layout = "save_to_disk"
-        elif any(folder.glob("*.parquet")) or any(folder.glob("data/*.parquet")):
+        elif tables.has_parquet(folder):
             layout = "parquet"
         else:
             pair = find_json(folder, version)
@@ -299,8 +293,8 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
             train.version = dev.version = version
             return SquadData("json", source, train, dev, version)
         splits = _splits_of(folder, layout)
-    train = _from_rows(_pick(splits, ("train",), source), "train", bad_answers)
-    dev = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
+    train = _from_rows(tables.pick_split(splits, ("train",), source), "train", bad_answers)
+    dev = _from_rows(tables.pick_split(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
     for b in (train, dev):
         _check_version(b.split.source, version, b.impossible > 0, b.impossible)
     train.split.version = dev.split.version = version

@@ -35,16 +35,16 @@ class NerTask(Task[TagSplit, list[list[str]]]):
     name = "ner"
     head = "token"
 
-    def __init__(self, cfg, data_dir: Path):
+    def __init__(self, cfg, data_dir: Path, encoding: str | None = None):
         self.block = cfg.ner
         self.hyper = overlay(cfg, self.block)
-        self.data_dir = Path(data_dir)
+        self.data_dir, self.encoding = Path(data_dir), encoding
 
     def read(self) -> TaskSplits[TagSplit]:
         """Every split, its tags checked; the scheme (detected or set), invalid sequences repaired
         (or refused), and the labels: every tag of the scheme for each training entity type."""
         block, data_dir = self.block, self.data_dir
-        layout, splits = load_tagged(data_dir, block.tag_column)
+        layout, splits = load_tagged(data_dir, block.tag_column, self.encoding)
         for split in splits.values():
             for tags, where in zip(split.tags, split.lines):
                 tagging.check_tags(tags, where)
@@ -184,6 +184,6 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                 + [(f"{t} F1", f"{100 * dev[t + '/f1']:.1f}") for t in sorted({k.split('/')[0] for k in dev if '/' in k})])
 
 
-def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None) -> dict:
+def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
-    return runner.finetune(NerTask(recipe.finetune, data_dir), recipe, checkpoint, out)
+    return runner.finetune(NerTask(recipe.finetune, data_dir, encoding), recipe, checkpoint, out)
