@@ -10,8 +10,8 @@ import shutil
 import pytest
 import torch
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import PhaseData, Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
@@ -193,7 +193,7 @@ def test_phase_mistakes_are_clear_errors_at_load(sets, message):
 def test_build_data_without_all_phases_builds_only_the_first_phase(monkeypatch):
     """What `bertcli build-data` builds (the stage function stubbed: no building here)."""
     import bertcli.data.build as build
-    from bertcli.stages import StageResult
+    from bertcli.config.stages import StageResult
     from bertcli.train.phases import build_phase_data
 
     built = []

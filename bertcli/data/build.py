@@ -21,12 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-from bertcli import console
+from bertcli.core import console
 from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
-from bertcli.recipe import Recipe
-from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.config.recipe import Recipe
+from bertcli.config.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -42,7 +42,7 @@ def data_dir(recipe: Recipe) -> Path:
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --force)."""
     check_recipe(recipe)
-    from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+    from bertcli.tokenization.train import ensure_tokenizer, load_tokenizer
 
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)
@@ -134,7 +134,7 @@ def _ranges(n: int, size: int) -> list[tuple[int, int]]:
 
 
 def _build(recipe: Recipe, tok, path: Path) -> StageResult:
-    from bertcli.corpus import build_corpus
+    from bertcli.corpus.build import build_corpus
 
     start = time.perf_counter()
     cfg = recipe.data

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bertcli.errors import UserError
-from bertcli.recipe import Recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import Recipe
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -21,7 +21,7 @@ def check_recipe(recipe: Recipe) -> None:
 
 def check_tokenizer(recipe: Recipe, tok) -> None:
     """The trained tokenizer must be the one the recipe describes."""
-    from bertcli.tokenizer import SPECIAL_TOKENS
+    from bertcli.tokenization.train import SPECIAL_TOKENS
 
     t, m, where = recipe.tokenizer, recipe.model, f"{recipe.source}: tokenizer"
     if tok.kind != t.kind:
@@ -70,7 +70,7 @@ def check_tokenized(recipe: Recipe, info: dict, built: bool = False) -> None:
                 fix="add documents (at least 2; many more for a useful model), or use data.objective: sop")
         share = t["multi_sentence_documents"] / max(1, t["documents"])
         if d.objective in ("nsp", "sop") and share < 0.5:
-            from bertcli import console
+            from bertcli.core import console
 
             console.log(f"warning: only {t['multi_sentence_documents']:,} of {t['documents']:,} training "
                         f"documents have 2 or more sentences; {d.objective} learns little from the rest")

@@ -119,7 +119,7 @@ def _load_tokenizer(path: str):
     "[SEP]" or "</s>" in the text as text; a Unigram model can still match a special piece such as
     "<pad>" inside text, so the caller maps any special id left to UNK: corpus text never yields a
     separator, padding or mask token."""
-    from bertcli.tokenizer import load_tokenizer, text_encoder
+    from bertcli.tokenization.train import load_tokenizer, text_encoder
 
     info = load_tokenizer(path)
     specials = np.array(sorted(info.special_ids - {info.unk_id}), dtype=np.int64)

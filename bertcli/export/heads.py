@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from bertcli.errors import UserError, did_you_mean
+from bertcli.core.errors import UserError, did_you_mean
 
 DYNAMIC_AXES = ("batch", "sequence")
 

@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from bertcli.corpus_readers import ReadStats, _suffix, read_lines
-from bertcli.errors import UserError
-from bertcli.sections import CorpusConfig
+from bertcli.corpus.readers import ReadStats, _suffix, read_lines
+from bertcli.core.errors import UserError
+from bertcli.config.sections import CorpusConfig
 
 FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv",
            ".parquet": "parquet"}

@@ -21,8 +21,8 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.decode import Context, make_decoder
 from bertcli.export.heads import read_json
@@ -105,7 +105,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
     from bertcli.export.graph import max_length as longest
     from bertcli.export.heads import HEADS, detect_kind, exportable
     from bertcli.model.hf import read_config
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.train import load_tokenizer
 
     path = Path(path)
     if not path.exists():
@@ -168,7 +168,7 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
 def check_output(out: Optional[Path]) -> None:
     """The output file's directory must be writable, before any work starts."""
     if out is not None:
-        from bertcli.paths import check_output_file
+        from bertcli.core.paths import check_output_file
 
         check_output_file(out, "the predictions", "--out")
 

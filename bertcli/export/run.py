@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bertcli import __version__, console
-from bertcli.errors import UserError
+from bertcli import __version__
+from bertcli.core import console
+from bertcli.core.errors import UserError
 
 
 VERIFY_MAX_TOKENS = 1024
@@ -55,7 +56,7 @@ def check_out_dir(out: Path, force: bool) -> None:
                             fix="give a new or empty directory (bertcli never overwrites other files)")
         if not force:
             raise UserError(f"--out {out} already holds a bundle", fix="add --force to replace it, or choose another --out")
-    from bertcli.paths import check_output_dir
+    from bertcli.core.paths import check_output_dir
 
     check_output_dir(out, "the export bundle", "--out")
 
@@ -70,7 +71,7 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
     from bertcli.export.heads import detect_kind, exportable
     from bertcli.model.checkpoint import copy_tokenizer
     from bertcli.model.hf import read_config, weight_files
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.train import load_tokenizer
 
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError, closest
+from bertcli.core import console
+from bertcli.core.errors import UserError, closest
 from bertcli.finetune.readers import Split, TaskData, _Columns, tsv_rows
 from bertcli.finetune.tasks import EvalSplit, TaskSpec
 from bertcli.finetune.task import overlay

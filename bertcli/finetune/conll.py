@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 SPLIT_FILES = {
     "train": ("train.txt", "eng.train", "train.jsonl", "train.conll", "example.train"),

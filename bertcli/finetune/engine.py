@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.machine import advise_threads
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.machine import advise_threads
 from bertcli.finetune.task import Features, Hyper, Task
 
 
@@ -197,7 +197,7 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
 def check_output(path: Path) -> None:
     """The output directory must be writable before any training (nothing trained is lost):
     the shared write-path check of every command."""
-    from bertcli.paths import check_output_dir
+    from bertcli.core.paths import check_output_dir
 
     check_output_dir(path, "the output directory", "--out")
 
@@ -227,8 +227,8 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
     from bertcli.model import save_checkpoint
-    from bertcli.stages import building
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.config.stages import building
+    from bertcli.tokenization.train import load_tokenizer
     from bertcli.train.precision import check_precision, resolve_device
     from bertcli.finetune.submission import write_json
 

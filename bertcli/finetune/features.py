@@ -29,8 +29,8 @@ from typing import Iterator
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -195,7 +195,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
 
     from bertcli.finetune.engine import check_output
     from bertcli.model import load_checkpoint
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.train import load_tokenizer
     from bertcli.train.precision import resolve_device
 
     out = Path(out)

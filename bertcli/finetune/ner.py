@@ -21,13 +21,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import tagging
 from bertcli.finetune.conll import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 from bertcli.finetune.windows import align, owners, windows
-from bertcli.stages import write_text_atomic
+from bertcli.config.stages import write_text_atomic
 
 
 class NerTask(Task):

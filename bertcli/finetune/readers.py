@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bertcli.errors import UserError, require_finite
+from bertcli.core.errors import UserError, require_finite
 from bertcli.finetune.tasks import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 
 
@@ -292,7 +292,7 @@ def _load_hub(task: TaskSpec, name: str) -> TaskData:
     import datasets
 
     def load(config: str):
-        from bertcli.hub import load_hub
+        from bertcli.core.hub import load_hub
 
         return load_hub(name, config, where=f"--hub {name}", local_hint="download the data and pass --data-dir")
 

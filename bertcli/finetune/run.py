@@ -15,13 +15,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import metrics
 from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_task
 from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
 from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
-from bertcli.paths import check_output_dir
+from bertcli.core.paths import check_output_dir
 
 
 
@@ -82,7 +82,7 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
 def check_checkpoint(checkpoint: Path) -> None:
     """The checks that need no weights, before any task is read: config.json, a tokenizer file."""
     from bertcli.model.hf import read_config
-    from bertcli.tokenizer import LOADABLE
+    from bertcli.tokenization.train import LOADABLE
 
     read_config(checkpoint)
     if not any((checkpoint / name).is_file() for name in LOADABLE):

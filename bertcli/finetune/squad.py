@@ -22,8 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import squad_metrics
 from bertcli.finetune.squad_data import SquadData, SquadSplit, load_squad
 from bertcli.finetune.squad_decode import Decoded, decode

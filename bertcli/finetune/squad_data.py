@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 
 @dataclass
@@ -186,7 +186,7 @@ def read_json(path: Path, name: str, bad_answers: str = "error") -> tuple[SquadS
 def _report(b: "_Builder") -> None:
     b.split.repaired, b.split.dropped = b.repaired, b.dropped
     if b.repaired or b.dropped:
-        from bertcli import console
+        from bertcli.core import console
 
         console.log(f"{b.split.source}: {b.repaired:,} answer_start values moved to the nearest occurrence "
                     f"of their text, {b.dropped:,} answers left out (finetune.squad.bad_answers={b.bad_answers})")
@@ -247,7 +247,7 @@ def _splits_of(folder: Path, layout: str) -> dict:
 
 def _load_hub(name: str) -> dict:
     from bertcli.finetune.readers import _dataset_columns
-    from bertcli.hub import load_hub
+    from bertcli.core.hub import load_hub
 
     dd = load_hub(name, where=f"--hub {name}",
                   local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass --data-dir")

@@ -1,5 +1,5 @@
 """One encoder for BERT, RoBERTa, ALBERT and ModernBERT, its heads, and Hugging Face checkpoints.
-What makes each family is its spec in bertcli.model.families (`family_spec(name)`,
+What makes each family is its spec in bertcli.config.families (`family_spec(name)`,
 `model.config.spec`).
 
 CONTRACT (used by the trainer, fill-mask and fine-tuning)

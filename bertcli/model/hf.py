@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Union
 
 from bertcli import __version__
-from bertcli.errors import UserError
-from bertcli.model.config import EncoderConfig
-from bertcli.model.families import FAMILIES, FamilySpec, spec_for_model_type
+from bertcli.core.errors import UserError
+from bertcli.config.model import EncoderConfig
+from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
 
 # Heads whose config.json carries id2label / label2id.

@@ -19,7 +19,7 @@ from typing import Optional
 
 from torch import Tensor, nn
 
-from bertcli.model.config import EncoderConfig
+from bertcli.config.model import EncoderConfig
 from bertcli.model.encoder import Encoder
 
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 FIX = "config.json and model.safetensors do not belong together (or config.json was edited)"
 
@@ -115,7 +115,7 @@ def check_tokenizer(tok, c, where: str) -> None:
     """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
     the model's padding id (RoBERTa's positions count from it), and the family's special tokens
     (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
-    from bertcli.model.families import FAMILIES
+    from bertcli.config.families import FAMILIES
 
     problems = []
     if tok.vocab_size > c.vocab_size:
@@ -141,7 +141,7 @@ def check_tokenizer(tok, c, where: str) -> None:
 def check_checkpoint(directory: Path, c, head: str, rename: Callable[[str], str] = lambda k: k) -> None:
     """What load_checkpoint calls before building the model: shapes, then the tokenizer when
     the directory has one."""
-    from bertcli.tokenizer import LOADABLE, load_tokenizer
+    from bertcli.tokenization.train import LOADABLE, load_tokenizer
 
     check_shapes(directory, c, head, rename)
     if any((Path(directory) / n).is_file() for n in LOADABLE):

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from bertcli.testhooks import pause_point
-from bertcli.errors import UserError
+from bertcli.core.testhooks import pause_point
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
@@ -43,7 +43,7 @@ SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "seque
 class TrainInputs:
     """What the loop needs from the earlier stages (kept abstract so tests can pass stand-ins)."""
 
-    recipe: Any                      # bertcli.recipe.Recipe
+    recipe: Any                      # bertcli.config.recipe.Recipe
     model: torch.nn.Module           # PreTrainingModel on the CPU, initialized
     train_dataset: Any               # torch Dataset, items (epoch, index) -> row
     val_dataset: Any | None
@@ -204,7 +204,7 @@ class Trainer:
         p = memory.plan(local, static, per_seq, fixed, available, source, None if auto else requested, length)
         micro = min(all_gather_json(d, p.micro))          # every process accumulates the same number
         if auto and d.main:
-            from bertcli import console
+            from bertcli.core import console
 
             console.log(f"train.micro_batch_size auto: {p.describe(local, length)}" +
                         (f"; {micro} to match the other processes" if micro != p.micro else ""))

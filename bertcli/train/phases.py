@@ -24,7 +24,7 @@ import re
 import typing
 from dataclasses import dataclass
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -87,7 +87,7 @@ class Phase:
     name: str                  # "" for a run without train.phases
     start: int                 # steps taken before this phase
     end: int                   # the step count at its end
-    recipe: typing.Any         # bertcli.recipe.Recipe as this phase sees it (train.phases emptied)
+    recipe: typing.Any         # bertcli.config.recipe.Recipe as this phase sees it (train.phases emptied)
     own_schedule: bool
 
     @property
@@ -142,7 +142,7 @@ class PhaseLR:
 
 def phase_recipe(r, i: int, steps: int, own: bool):
     """Recipe `r` as phase i sees it: its data keys over r.data, its batch and schedule."""
-    from bertcli.recipe import DataConfig, _Ctx, build
+    from bertcli.config.recipe import DataConfig, _Ctx, build
 
     tr, pc = r.train, r.train.phases[i]
     data = build(DataConfig, {**dataclasses.asdict(r.data), **pc.data}, f"train.phases[{i}].data.",
@@ -183,7 +183,7 @@ def check_plan(r) -> None:
     """Recipe-load checks of train.max_time and train.phases: every phase's recipe must be a
     valid recipe on its own (the cross-field rules of recipe.validate, e.g. max_seq_length
     against the model's positions)."""
-    from bertcli.recipe import TrainConfig, _Ctx, coerce, validate
+    from bertcli.config.recipe import TrainConfig, _Ctx, coerce, validate
 
     tr = r.train
     if tr.max_time is not None:

@@ -23,10 +23,10 @@ from typing import Any, Optional
 
 import torch
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.machine import advise_threads
-from bertcli.recipe import Recipe, load_recipe
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.machine import advise_threads
+from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
@@ -193,7 +193,7 @@ def _stages(recipe: Recipe, d: distributed.Dist):
     others wait; then each node's first process checks (a node without a shared filesystem
     builds its own copy, deterministically the same), then everyone loads."""
     from bertcli.data.build import ensure_data
-    from bertcli.tokenizer import ensure_tokenizer
+    from bertcli.tokenization.train import ensure_tokenizer
 
     def both():
         return ensure_tokenizer(recipe), ensure_data(recipe)
@@ -211,7 +211,7 @@ def _stages(recipe: Recipe, d: distributed.Dist):
 # ---------------------------------------------------------------------------------- run
 def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
-    from bertcli.locks import run_lock
+    from bertcli.core.locks import run_lock
 
     d = distributed.init(recipe.train.device)
     try:
@@ -226,7 +226,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model import build_model, parameter_counts, save_checkpoint
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.train import load_tokenizer
     from bertcli.train.loop import Trainer, TrainInputs
 
     check_precision(recipe.train.precision, d.device)

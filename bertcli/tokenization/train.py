@@ -39,13 +39,14 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bertcli import console, reproducible
-from bertcli.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
-from bertcli.errors import UserError
-from bertcli.model.families import FAMILIES, family_spec
-from bertcli.recipe import Recipe
-from bertcli.sections import TokenizerConfig
-from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.core import console
+from bertcli.tokenization import reproducible
+from bertcli.tokenization.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
+from bertcli.core.errors import UserError
+from bertcli.config.families import FAMILIES, family_spec
+from bertcli.config.recipe import Recipe
+from bertcli.config.sections import TokenizerConfig
+from bertcli.config.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
 
 TOKENIZER_VERSION = STAGE_VERSIONS["tokenizer"]
 INFO_FILE = "tokenizer_info.json"
@@ -130,7 +131,7 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
 
 def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None,
                 limit_alphabet: int | None = None):
-    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py);
+    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/tokenization/reproducible.py);
     without it `limit_alphabet` (alphabet_limit's resolved number) or the recipe's number."""
     specials = special_tokens(cfg.special_tokens)
     explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
@@ -381,7 +382,7 @@ def _reused(path: Path) -> StageResult:
 
 
 def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
-    from bertcli.corpus import build_corpus, corpus_info, corpus_summary_rows
+    from bertcli.corpus.build import build_corpus, corpus_info, corpus_summary_rows
 
     start = time.perf_counter()
     corpus = build_corpus(recipe, force=force)

@@ -23,12 +23,12 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from bertcli import sections
-from bertcli.errors import UserError, closest, did_you_mean
-from bertcli.model.config import resolve_model
-from bertcli.model.families import FAMILIES, family_spec
-from bertcli.model.families import position_offset as _offset
-from bertcli.sections import (
+from bertcli.config import sections
+from bertcli.core.errors import UserError, closest, did_you_mean
+from bertcli.config.model import resolve_model
+from bertcli.config.families import FAMILIES, family_spec
+from bertcli.config.families import position_offset as _offset
+from bertcli.config.sections import (
     CorpusConfig,
     DataConfig,
     FinetuneConfig,
@@ -443,7 +443,7 @@ def validate(r: Recipe) -> None:
 
     check_values(r, "", where)
     if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
-        from bertcli import console
+        from bertcli.core import console
 
         console.log(f"warning: train.warmup_steps {tr.warmup_steps:,} >= train.max_steps {tr.max_steps:,}: the run "
                     "never leaves warmup and never reaches its peak learning rate; set train.warmup_ratio "

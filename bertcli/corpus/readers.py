@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
 
-from bertcli import builtin_corpus
-from bertcli.errors import UserError
-from bertcli.sections import CorpusConfig, SourceConfig
+from bertcli.corpus import builtin as builtin_corpus
+from bertcli.core.errors import UserError
+from bertcli.config.sections import CorpusConfig, SourceConfig
 
 _DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _FORMATS = {".txt": "text", ".text": "text", ".raw": "text", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -471,7 +471,7 @@ def _read_saved(r: Resolved) -> Iterator[RawDoc]:
 
 
 def _read_hub(r: Resolved) -> Iterator[RawDoc]:
-    from bertcli.hub import load_hub
+    from bertcli.core.hub import load_hub
 
     s = r.src
     ds = load_hub(s.path, s.name, split=s.split, where=r.key, local_hint="point corpus.sources at local files")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from bertcli.recipe import Recipe
+from bertcli.config.recipe import Recipe
 
 # The recipe sections (and top-level fields) each stage's output depends on. Tokenizer training
 # draws nothing at random, so only the data stage depends on the seed.
@@ -31,7 +31,7 @@ STAGE_SECTIONS = {
 # rebuilds that stage and all that descend from it (the one invalidation scheme of every stage).
 STAGE_VERSIONS = {
     "corpus": 3,     # 2: a lone document always goes to train; 3: Chinese splitting and line joins
-    "tokenizer": 2,  # 2: reproducible training (bertcli/reproducible.py)
+    "tokenizer": 2,  # 2: reproducible training (bertcli/tokenization/reproducible.py)
     "data": 3,       # 2: special-token text in the corpus is encoded as text; 3: n-grams fit short runs
 }
 COMPLETE_MARKER = "recipe.yaml"  # written last, just before the rename
@@ -50,7 +50,7 @@ def stage_dir(recipe: Recipe, stage: str, inputs=None) -> Path:
     files' fingerprint every stage descends from (default: taken now; pass it when the sources
     are already resolved)."""
     if inputs is None:
-        from bertcli.corpus import corpus_fingerprint  # the files, not a later stage's code
+        from bertcli.corpus.build import corpus_fingerprint  # the files, not a later stage's code
 
         inputs = corpus_fingerprint(recipe.corpus)
     return recipe.cache / f"{stage}-{stage_key(recipe, stage, inputs)}"
@@ -90,9 +90,9 @@ def stage_guard(path: Path, name: str) -> Iterator[None]:
     """Around checking and building the stage `name` at `path`: hold its lock (another process
     building the same stage is waited for; its result is then found complete), and on Ctrl-C
     say what was interrupted. Use: `with stage_guard(path, "tokenizer"): reuse or build`."""
-    from bertcli import console
-    from bertcli.locks import stage_lock
-    from bertcli.testhooks import pause_point
+    from bertcli.core import console
+    from bertcli.core.locks import stage_lock
+    from bertcli.core.testhooks import pause_point
 
     try:
         with stage_lock(path, f"the {name} stage"):
