@@ -136,7 +136,7 @@ def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
 @app.command()
 def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
     """Train the tokenizer on the corpus (stage 1)."""
-    from bertcli.tokenization.train import run_tokenize
+    from bertcli.tokenization.build import run_tokenize
 
     _show(run_tokenize(_recipe(recipe, set_, "tokenize", writes=True), force=force))
 

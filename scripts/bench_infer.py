@@ -174,7 +174,7 @@ def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: i
     from bertcli.export.graph import quantize_int8
     from bertcli.export.run import run_export
     from bertcli.model.checkpoint import load_checkpoint
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     t = time.perf_counter()
     bundle = run_export(ckpt, work / f"{shape}-fp32", force=True)

@@ -301,7 +301,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     split = make_split(args.contexts, seed=0)
     if args.tokenizer:
-        from bertcli.tokenization.train import load_tokenizer
+        from bertcli.tokenization.load import load_tokenizer
 
         tok = load_tokenizer(args.tokenizer).tokenizer
     else:

@@ -70,7 +70,9 @@ def peak_rss_mb() -> float:
 def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> dict:
     from bertcli.corpus.build import build_corpus
     from bertcli.config.recipe import load_recipe
-    from bertcli.tokenization.train import iter_encoded, load_tokenizer, run_tokenize
+    from bertcli.tokenization.train import iter_encoded
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.build import run_tokenize
 
     os.chdir(work)
     shutil.rmtree(f"bench-{run}", ignore_errors=True)  # always a fresh build

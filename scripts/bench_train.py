@@ -67,7 +67,8 @@ def main() -> None:
     from bertcli.config.families import family_spec
     from bertcli.model.hf import to_hf_config
     from bertcli.config.recipe import load_recipe
-    from bertcli.tokenization.train import ensure_tokenizer, load_tokenizer
+    from bertcli.tokenization.build import ensure_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.heap import release_free_memory
     from bertcli.train.loop import StopFlag, Trainer, TrainInputs
     from bertcli.train.optim import build_optimizer

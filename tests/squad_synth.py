@@ -103,7 +103,8 @@ def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: 
     from bertcli.model import build_model, save_checkpoint
     from bertcli.config.recipe import resolve_model
     from bertcli.config.sections import ModelConfig, TokenizerConfig
-    from bertcli.tokenization.train import load_tokenizer, write_hf_files
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.train import write_hf_files
 
     special = family if family in ("bert", "roberta", "albert", "modernbert") else "bert"
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from test_model_util import PAD, VOCAB, tiny_section
 import bertcli.model.checkpoint as model_checkpoint
 from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
-from bertcli.tokenization.train import SPECIAL_TOKENS
+from bertcli.tokenization.load import SPECIAL_TOKENS
 
 
 def write_tokenizer(directory, family: str, size: int = VOCAB) -> None:

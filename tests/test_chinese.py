@@ -12,7 +12,8 @@ from conftest import run_cli
 from bertcli.corpus.build import split_sentences
 from bertcli.data import words
 from bertcli.config.recipe import load_recipe
-from bertcli.tokenization.train import load_tokenizer, new_tokenizer, new_trainer, write_hf_files
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.tokenization.train import new_tokenizer, new_trainer, write_hf_files
 
 GOAL_UNK = 0.005
 

@@ -11,7 +11,8 @@ from chinese_text import documents
 from bertcli.corpus.build import split_sentences
 from bertcli.data import words
 from bertcli.config.recipe import load_recipe
-from bertcli.tokenization.train import CJK_CHAR, new_tokenizer, text_encoder, train_tokenizer
+from bertcli.tokenization.load import CJK_CHAR
+from bertcli.tokenization.train import new_tokenizer, text_encoder, train_tokenizer
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -25,7 +25,7 @@ from bertcli.corpus.readers import ReadStats, read_lines
 from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
 from bertcli.config.sections import CorpusConfig, SourceConfig
-from bertcli.tokenization.train import run_tokenize
+from bertcli.tokenization.build import run_tokenize
 
 DOCS = [["The first document starts here.", "It has two sentences."],
         ["A second document.", "Its second sentence.", "And a third one."],

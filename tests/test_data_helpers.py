@@ -54,7 +54,8 @@ def recipe(tmp: Path, corpus: Path, *sets: str):
 
 def trained_tokenizer(tmp: Path, kind: str, docs: list[list[str]], *sets: str):
     """(TokenizerInfo, recipe) for a tokenizer of `kind` trained on `docs` by the real stages."""
-    from bertcli.tokenization.train import ensure_tokenizer, load_tokenizer
+    from bertcli.tokenization.build import ensure_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     corpus = write_documents(tmp / "corpus.txt", docs)
     r = recipe(tmp, corpus, f"tokenizer.kind={kind}", *sets)

@@ -107,7 +107,7 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     from bertcli.finetune.readers import load_task
     from bertcli.finetune.tasks import TASKS
     from bertcli.model import load_checkpoint
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     import torch
 
     model, _ = load_checkpoint(out / "sst2", head="classification")

@@ -195,7 +195,7 @@ def test_stage_directories_follow_their_own_inputs_only(tmp_path):
     reseeded = load_recipe("bert-tiny", [f"output_dir={tmp_path}", "seed=7"])
     # The seed changes the data (masks, pairs) but not the corpus or the tokenizer.
     for stage, same in (("corpus", True), ("tokenizer", True), ("data", False)):
-        assert (stage_dir(base, stage) == stage_dir(reseeded, stage)) is same, stage
+        assert (stage_dir(base, stage, ["files"]) == stage_dir(reseeded, stage, ["files"])) is same, stage
     assert stage_dir(base, "tokenizer", ["a"]) != stage_dir(base, "tokenizer", ["b"])
 
 

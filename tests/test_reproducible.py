@@ -83,7 +83,7 @@ def test_tokenize_in_two_fresh_processes_gives_the_same_bytes(tmp_path, kind):
     """`bertcli tokenize` twice, in two processes with other PYTHONHASHSEED and cache dirs: the
     same tokenizer.json, vocab.txt, tokenizer_config.json and special_tokens_map.json, byte for
     byte."""
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     outs = []
     for run, seed in (("a", "1"), ("b", "2")):

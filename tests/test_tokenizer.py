@@ -11,7 +11,9 @@ from conftest import assert_user_error, write_documents
 
 from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
-from bertcli.tokenization.train import SPECIAL_TOKENS, ensure_tokenizer, load_tokenizer, new_tokenizer, run_tokenize
+from bertcli.tokenization.load import SPECIAL_TOKENS, load_tokenizer
+from bertcli.tokenization.build import ensure_tokenizer, run_tokenize
+from bertcli.tokenization.train import new_tokenizer
 
 WORDS = ("the model reads a sentence and predicts masked words from their context while training on "
          "large corpora of English text with subword units such as pieces prefixes suffixes").split()

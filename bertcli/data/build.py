@@ -26,7 +26,9 @@ from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.config.recipe import Recipe
-from bertcli.config.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
+from bertcli.corpus.build import corpus_fingerprint
+from bertcli.core.fs import building
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -36,13 +38,14 @@ SPLITS = ("train", "validation")
 def data_dir(recipe: Recipe) -> Path:
     """Where the recipe's built data lives (keyed by corpus + tokenizer + data sections and the
     corpus files' fingerprint)."""
-    return stage_dir(recipe, "data")
+    return stage_dir(recipe, "data", corpus_fingerprint(recipe.corpus))
 
 
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --force)."""
     check_recipe(recipe)
-    from bertcli.tokenization.train import ensure_tokenizer, load_tokenizer
+    from bertcli.tokenization.build import ensure_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)

@@ -21,7 +21,7 @@ def check_recipe(recipe: Recipe) -> None:
 
 def check_tokenizer(recipe: Recipe, tok) -> None:
     """The trained tokenizer must be the one the recipe describes."""
-    from bertcli.tokenization.train import SPECIAL_TOKENS
+    from bertcli.tokenization.load import SPECIAL_TOKENS
 
     t, m, where = recipe.tokenizer, recipe.model, f"{recipe.source}: tokenizer"
     if tok.kind != t.kind:

@@ -119,7 +119,8 @@ def _load_tokenizer(path: str):
     "[SEP]" or "</s>" in the text as text; a Unigram model can still match a special piece such as
     "<pad>" inside text, so the caller maps any special id left to UNK: corpus text never yields a
     separator, padding or mask token."""
-    from bertcli.tokenization.train import load_tokenizer, text_encoder
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.train import text_encoder
 
     info = load_tokenizer(path)
     specials = np.array(sorted(info.special_ids - {info.unk_id}), dtype=np.int64)

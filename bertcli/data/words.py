@@ -21,7 +21,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bertcli.core.errors import UserError
-from bertcli.tokenization.train import CJK_CHAR
+from bertcli.tokenization.load import CJK_CHAR
 
 _MARKERS = {"bpe": "Ġ", "unigram": "▁"}
 

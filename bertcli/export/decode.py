@@ -27,7 +27,7 @@ class Context:
     """What every decoder may need: the tokenizer (truncating to `max_length`), its ids, the labels."""
 
     tokenizer: object          # tokenizers.Tokenizer, truncation set to max_length
-    info: object               # bertcli.tokenization.train.TokenizerInfo
+    info: object               # bertcli.tokenization.load.TokenizerInfo
     labels: tuple[str, ...] | None
     max_length: int
     options: dict

@@ -105,7 +105,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
     from bertcli.export.graph import max_length as longest
     from bertcli.export.heads import HEADS, detect_kind, exportable
     from bertcli.model.hf import read_config
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     path = Path(path)
     if not path.exists():

@@ -71,7 +71,7 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
     from bertcli.export.heads import detect_kind, exportable
     from bertcli.model.checkpoint import copy_tokenizer
     from bertcli.model.hf import read_config, weight_files
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.

@@ -227,8 +227,8 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
     from bertcli.model import save_checkpoint
-    from bertcli.config.stages import building
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.core.fs import building
+    from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.precision import check_precision, resolve_device
     from bertcli.finetune.submission import write_json
 

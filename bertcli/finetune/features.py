@@ -195,7 +195,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
 
     from bertcli.finetune.engine import check_output
     from bertcli.model import load_checkpoint
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.precision import resolve_device
 
     out = Path(out)

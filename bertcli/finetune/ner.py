@@ -27,7 +27,7 @@ from bertcli.finetune import tagging
 from bertcli.finetune.conll import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 from bertcli.finetune.windows import align, owners, windows
-from bertcli.config.stages import write_text_atomic
+from bertcli.core.fs import write_text_atomic
 
 
 class NerTask(Task):

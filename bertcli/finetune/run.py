@@ -82,7 +82,7 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
 def check_checkpoint(checkpoint: Path) -> None:
     """The checks that need no weights, before any task is read: config.json, a tokenizer file."""
     from bertcli.model.hf import read_config
-    from bertcli.tokenization.train import LOADABLE
+    from bertcli.tokenization.load import LOADABLE
 
     read_config(checkpoint)
     if not any((checkpoint / name).is_file() for name in LOADABLE):

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from bertcli.finetune.tasks import TaskSpec
-from bertcli.config.stages import write_text_atomic as write_text
+from bertcli.core.fs import write_text_atomic as write_text
 
 
 def prediction_strings(task: TaskSpec, predictions: np.ndarray) -> list[str]:

@@ -28,7 +28,7 @@ from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is
                               to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.model.validate import check_checkpoint
-from bertcli.config.stages import write_atomic
+from bertcli.core.fs import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")

@@ -10,7 +10,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.config.families import FAMILIES
 from bertcli.model.hf import read_config, weight_files
-from bertcli.tokenization.train import load_tokenizer
+from bertcli.tokenization.load import load_tokenizer
 
 # any family's spelling is accepted in the text, whatever the model's
 MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))

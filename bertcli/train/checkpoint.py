@@ -240,7 +240,7 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
     writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
     Refuses non-finite weights, and a disk without room for it, before writing anything."""
-    from bertcli.config.stages import building  # temporary name, recipe.yaml, rename when complete
+    from bertcli.core.fs import building  # temporary name, recipe.yaml, rename when complete
 
     path = Path(path)
     state = state if isinstance(state, TrainState) else TrainState.from_state_dict(state)
@@ -265,7 +265,7 @@ def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step
     """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
     without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
     extending a finished run read). The same refusals as `save`."""
-    from bertcli.config.stages import building
+    from bertcli.core.fs import building
 
     path = Path(path)
     _refuse_nonfinite(path, model, step)

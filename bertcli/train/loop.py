@@ -29,8 +29,8 @@ from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
-from bertcli.train.phases import (Phase, PhaseLR, budget_multiplier, budget_seconds, phase_of, plan, progress,
-                                   state_value)
+from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
+from bertcli.train.phases import PhaseLR, budget_multiplier, progress, state_value
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
@@ -55,7 +55,7 @@ class TrainInputs:
     dist: Dist = field(default_factory=Dist)
     resume: ckpt_io.Checkpoint | None = None
     inputs_sha256: dict = field(default_factory=dict)  # tokenizer_sha256 / data_sha256, recorded in checkpoints
-    # Multi-phase runs: the plan (None: bertcli.train.phases.plan(recipe)); the data above is the
+    # Multi-phase runs: the plan (None: bertcli.config.phases.plan(recipe)); the data above is the
     # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
     phases: list[Phase] | None = None
     open_phase: Callable | None = None

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from bertcli.core import console
 from bertcli.core.paths import saving
-from bertcli.config.stages import write_text_atomic
+from bertcli.core.fs import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
 TIMING_KEYS = ("tokens_per_s", "train_seconds")

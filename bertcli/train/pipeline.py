@@ -30,7 +30,8 @@ from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
-from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
+from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
+from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
@@ -54,7 +55,7 @@ class PretrainResult:
     interrupted: Optional[int] = None               # signal number when stopped by a signal
     train_seconds: float = 0.0                      # training time (a budgeted run's clock)
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
-    phases: list = field(default_factory=list)      # bertcli.train.phases.Phase of a multi-phase run
+    phases: list = field(default_factory=list)      # bertcli.config.phases.Phase of a multi-phase run
 
 
 # ----------------------------------------------------------------------- recipe comparison
@@ -193,7 +194,7 @@ def _stages(recipe: Recipe, d: distributed.Dist):
     others wait; then each node's first process checks (a node without a shared filesystem
     builds its own copy, deterministically the same), then everyone loads."""
     from bertcli.data.build import ensure_data
-    from bertcli.tokenization.train import ensure_tokenizer
+    from bertcli.tokenization.build import ensure_tokenizer
 
     def both():
         return ensure_tokenizer(recipe), ensure_data(recipe)
@@ -226,7 +227,7 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model import build_model, parameter_counts, save_checkpoint
-    from bertcli.tokenization.train import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.loop import Trainer, TrainInputs
 
     check_precision(recipe.train.precision, d.device)

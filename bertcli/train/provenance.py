@@ -27,7 +27,7 @@ def _files(directory: Path, patterns: Iterable[str]) -> list[Path]:
 
 def content_sha256(directory: Path | str, patterns: Iterable[str]) -> str:
     """sha256 over the relative names and bytes of the files matching `patterns` (recursive)."""
-    from bertcli.config.stages import write_text_atomic
+    from bertcli.core.fs import write_text_atomic
 
     directory = Path(directory)
     files = _files(directory, patterns)
