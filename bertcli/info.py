@@ -5,14 +5,13 @@ from __future__ import annotations
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import is_complete
 from bertcli.config.phases import plan
+from bertcli.corpus.build import corpus_dir
+from bertcli.data.build import data_dir
+from bertcli.tokenization.build import tokenizer_dir
 
 
 def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     """Summary tables: stage directories (built or missing), then parameter counts and FLOPs."""
-    from bertcli.corpus.build import corpus_dir
-    from bertcli.data.build import data_dir
-    from bertcli.tokenization.build import tokenizer_dir
-
     rows: list[tuple[str, object]] = []
     for stage, path in (("corpus", corpus_dir(recipe)), ("tokenizer", tokenizer_dir(recipe)),
                         ("data", data_dir(recipe))):

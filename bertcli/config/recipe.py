@@ -37,6 +37,7 @@ from bertcli.config.sections import (
     TokenizerConfig,
     TrainConfig,
 )
+from bertcli.core import console
 
 
 @dataclass
@@ -264,8 +265,6 @@ def validate(r: Recipe) -> None:
 
     check_values(r, "", where)
     if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
-        from bertcli.core import console
-
         console.log(f"warning: train.warmup_steps {tr.warmup_steps:,} >= train.max_steps {tr.max_steps:,}: the run "
                     "never leaves warmup and never reaches its peak learning rate; set train.warmup_ratio "
                     "(e.g. --set train.warmup_ratio=0.1) or a smaller train.warmup_steps")

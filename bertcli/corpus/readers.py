@@ -23,6 +23,7 @@ from typing import IO, Iterator
 from bertcli.corpus import builtin as builtin_corpus
 from bertcli.core.errors import UserError
 from bertcli.config.sections import CorpusConfig, SourceConfig
+from bertcli.core.hub import load_hub
 
 _DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _FORMATS = {".txt": "text", ".text": "text", ".raw": "text", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -471,8 +472,6 @@ def _read_saved(r: Resolved) -> Iterator[RawDoc]:
 
 
 def _read_hub(r: Resolved) -> Iterator[RawDoc]:
-    from bertcli.core.hub import load_hub
-
     s = r.src
     ds = load_hub(s.path, s.name, split=s.split, where=r.key, local_hint="point corpus.sources at local files")
     yield from _read_dataset(ds, r, f"{s.path} ({s.split})")

@@ -27,8 +27,12 @@ from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
-from bertcli.corpus.build import corpus_fingerprint
+from bertcli.corpus.build import build_corpus, corpus_fingerprint
 from bertcli.core.fs import building
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.data.pairs import pack_plan
+from bertcli.data.store import DocStore
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -44,9 +48,6 @@ def data_dir(recipe: Recipe) -> Path:
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --force)."""
     check_recipe(recipe)
-    from bertcli.tokenization.build import ensure_tokenizer
-    from bertcli.tokenization.load import load_tokenizer
-
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)
     path = data_dir(recipe)
@@ -137,8 +138,6 @@ def _ranges(n: int, size: int) -> list[tuple[int, int]]:
 
 
 def _build(recipe: Recipe, tok, path: Path) -> StageResult:
-    from bertcli.corpus.build import build_corpus
-
     start = time.perf_counter()
     cfg = recipe.data
     corpus_path = build_corpus(recipe).path
@@ -197,9 +196,6 @@ def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, i
 def _rows(runner: _Runner, split: str, stores: dict, work: Path, cfg, info: dict) -> list[str]:
     """Build one split's rows; returns the Arrow files in order."""
     import numpy as np
-
-    from bertcli.data.pairs import pack_plan
-    from bertcli.data.store import DocStore
 
     prefixes = stores[split]
     store = DocStore(prefixes)

@@ -17,6 +17,7 @@ import numpy as np
 
 from bertcli.core.errors import UserError
 from bertcli.export.inputs import field
+from bertcli.model.fill_mask import MASK_SPELLINGS
 
 TEXT = ("text", "sentence", "text_a", "sentence1", "question1", "premise")
 PAIR = ("text_pair", "text_b", "sentence2", "question2", "hypothesis")
@@ -93,8 +94,6 @@ class FillMask:
         self.mask = ctx.info.tokens["mask"]
 
     def encode(self, rec, where):
-        from bertcli.model.fill_mask import MASK_SPELLINGS
-
         text = field(rec, TEXT, where)
         if self.mask not in text:
             other = next((m for m in MASK_SPELLINGS if m in text), None)

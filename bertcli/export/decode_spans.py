@@ -18,6 +18,9 @@ import numpy as np
 from bertcli.core.errors import UserError
 from bertcli.export.decode import TEXT, decoder, softmax
 from bertcli.export.inputs import field
+from bertcli.finetune.squad_data import SquadSplit
+from bertcli.finetune.squad_features import build_features
+from bertcli.finetune.squad_decode import context_logits, decode
 
 
 def _windowed(ctx, max_length: int, stride: int, strategy: str = "longest_first"):
@@ -133,9 +136,6 @@ class Spans:
         self.version = 2 if o.get("allow_impossible") else 1
 
     def encode_many(self, items):
-        from bertcli.finetune.squad_data import SquadSplit
-        from bertcli.finetune.squad_features import build_features
-
         questions, contexts = [], []
         for where, rec in items:
             q, c = field(rec, ("question",), where), field(rec, ("context",), where)
@@ -155,8 +155,6 @@ class Spans:
         return windows
 
     def decode_many(self, items, windows, outputs):
-        from bertcli.finetune.squad_decode import context_logits, decode
-
         f = self.f
         T = int(np.diff(f.offsets).max())
         start = np.full((len(f), T), -np.inf, np.float32)

@@ -27,6 +27,7 @@ from bertcli.core.errors import UserError, closest
 from bertcli.finetune.readers import Split, TaskData, _Columns, tsv_rows
 from bertcli.finetune.tasks import EvalSplit, TaskSpec
 from bertcli.finetune.task import overlay
+from bertcli.finetune.run import check_checkpoint, default_out
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -213,7 +214,6 @@ def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | 
     import dataclasses
 
     from bertcli.finetune.engine import check_output, run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
     from bertcli.finetune.sequence import SequenceTask
 
     cfg = recipe.finetune

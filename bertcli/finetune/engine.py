@@ -27,6 +27,23 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.machine import advise_threads
 from bertcli.finetune.task import Features, Hyper, Task
+from bertcli.train.precision import (
+    autocast,
+    check_precision,
+    clip_and_check,
+    make_grad_scaler,
+    optimizer_step,
+    resolve_device,
+    StepGuard,
+)
+from bertcli.train.optim import build_optimizer
+from bertcli.train.schedule import build_scheduler
+from bertcli.core.paths import check_output_dir
+from bertcli.model import load_checkpoint, save_checkpoint
+from bertcli.model.heads import init_weights
+from bertcli.core.fs import building
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.finetune.submission import write_json
 
 
 @dataclass
@@ -90,8 +107,6 @@ def _to(batch: dict, device: torch.device) -> dict:
 def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, batch_size: int,
             device: torch.device, precision: str):
     """The task's predictions for `split` (one per example, in order)."""
-    from bertcli.train.precision import autocast
-
     was_training = model.training
     model.eval()
     collected: list = [None] * len(data)
@@ -114,10 +129,6 @@ def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, d
 def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
         pad_id: int) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch."""
-    from bertcli.train.optim import build_optimizer
-    from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
-    from bertcli.train.schedule import build_scheduler
-
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -197,22 +208,16 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
 def check_output(path: Path) -> None:
     """The output directory must be writable before any training (nothing trained is lost):
     the shared write-path check of every command."""
-    from bertcli.core.paths import check_output_dir
-
     check_output_dir(path, "the output directory", "--out")
 
 
 def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):
     """The checkpoint with the task's head; (model, LoadReport)."""
-    from bertcli.model import load_checkpoint
-
     torch.manual_seed(seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head=task.head, dropout=cfg.dropout, **task.model_kwargs)
     if report.fresh:                   # never encoder tensors: a missing one is a UserError
         console.log(f"{task.name}: the {task.head} head starts fresh ({checkpoint} has none for this task)")
     if init == "random":
-        from bertcli.model.heads import init_weights
-
         init_weights(model)
     if cfg.freeze_encoder:
         for name, p in model.encoder.named_parameters():
@@ -226,12 +231,6 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     the model directory to write; `root` receives the test predictions (default: `final`).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
-    from bertcli.model import save_checkpoint
-    from bertcli.core.fs import building
-    from bertcli.tokenization.load import load_tokenizer
-    from bertcli.train.precision import check_precision, resolve_device
-    from bertcli.finetune.submission import write_json
-
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     check_output(Path(final))                     # before any work: nothing trained is lost
     device = resolve_device(cfg.device, where="finetune.device")

@@ -31,6 +31,7 @@ import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.tokenization.load import load_tokenizer
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -194,8 +195,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     import torch
 
     from bertcli.finetune.engine import check_output
-    from bertcli.model import load_checkpoint
-    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.model.checkpoint import load_checkpoint
     from bertcli.train.precision import resolve_device
 
     out = Path(out)

@@ -28,6 +28,8 @@ from bertcli.finetune.conll import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 from bertcli.finetune.windows import align, owners, windows
 from bertcli.core.fs import write_text_atomic
+from bertcli.finetune.engine import check_output, run_task
+from bertcli.finetune.run import check_checkpoint, default_out
 
 
 class NerTask(Task):
@@ -174,9 +176,6 @@ class NerTask(Task):
 
 def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
-    from bertcli.finetune.engine import check_output, run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
-
     checkpoint = Path(checkpoint)
     out = Path(out) if out is not None else default_out(checkpoint, "ner")
     check_output(out)

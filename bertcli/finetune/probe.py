@@ -22,6 +22,10 @@ import numpy as np
 
 from bertcli.finetune.readers import Split, TaskData
 from bertcli.finetune.tasks import EvalSplit, TaskSpec
+from bertcli.corpus.builtin import iter_documents
+from bertcli.corpus.build import split_sentences
+from bertcli.finetune.run import run_task
+from bertcli.config.recipe import load_recipe
 
 KINDS = ("order", "shuffle", "replace")
 
@@ -41,9 +45,6 @@ def probe_documents(max_sentences: int | None = None, min_words: int = 4, max_wo
     """Built-in documents (in their fixed order) as lists of sentences of a sensible length, at
     least 2 per document; reading stops once `max_sentences` are collected (reading all of the
     standard library's docstrings takes seconds)."""
-    from bertcli.corpus.builtin import iter_documents
-    from bertcli.corpus.build import split_sentences
-
     docs, total = [], 0
     for _, text in iter_documents():
         sentences = [s for s in split_sentences(text) if min_words <= len(s.split()) <= max_words]
@@ -121,9 +122,6 @@ def pretraining_helps(checkpoint: Path, out: Path, kind: str = "replace", n_trai
     A few minutes of CPU pretraining move the encoder's weights little; fully fine-tuned on 2,000
     examples, a randomly initialized tiny encoder learns these probes as well as a pretrained
     one (measured: within +-3 points either way), so full fine-tuning would not tell them apart."""
-    from bertcli.finetune.run import run_task
-    from bertcli.config.recipe import load_recipe
-
     recipe = load_recipe("glue", [f"finetune.learning_rate={learning_rate}", f"finetune.epochs={epochs}",
                                   f"finetune.batch_size={batch_size}", f"finetune.max_seq_length={max_seq_length}",
                                   f"finetune.dropout={dropout}", f"finetune.freeze_encoder={str(freeze_encoder).lower()}",

@@ -22,6 +22,7 @@ import numpy as np
 
 from bertcli.core.errors import UserError, require_finite
 from bertcli.finetune.tasks import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
+from bertcli.core.hub import load_hub
 
 
 
@@ -292,8 +293,6 @@ def _load_hub(task: TaskSpec, name: str) -> TaskData:
     import datasets
 
     def load(config: str):
-        from bertcli.core.hub import load_hub
-
         return load_hub(name, config, where=f"--hub {name}", local_hint="download the data and pass --data-dir")
 
     dd = load(task.name)

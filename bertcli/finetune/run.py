@@ -22,6 +22,8 @@ from bertcli.finetune.readers import TaskData, detect_layout, find_tasks, load_t
 from bertcli.finetune.submission import prediction_strings, write_json, write_predictions
 from bertcli.finetune.tasks import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
 from bertcli.core.paths import check_output_dir
+from bertcli.model.hf import read_config
+from bertcli.tokenization.load import LOADABLE
 
 
 
@@ -81,9 +83,6 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
 
 def check_checkpoint(checkpoint: Path) -> None:
     """The checks that need no weights, before any task is read: config.json, a tokenizer file."""
-    from bertcli.model.hf import read_config
-    from bertcli.tokenization.load import LOADABLE
-
     read_config(checkpoint)
     if not any((checkpoint / name).is_file() for name in LOADABLE):
         raise UserError(f"checkpoint {checkpoint} has no tokenizer (no {' or '.join(LOADABLE)})", where=str(checkpoint),

@@ -20,6 +20,7 @@ from bertcli.finetune.readers import Split, TaskData
 from bertcli.finetune.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
 from bertcli.finetune.tasks import TaskSpec
+from bertcli.finetune.encode import encode_split
 
 
 class SequenceTask(Task):
@@ -43,8 +44,6 @@ class SequenceTask(Task):
         return {"num_labels": self.spec.num_labels, "labels": self.spec.label_names}
 
     def featurize(self, split: Split, tok, zero_types: bool) -> Features:
-        from bertcli.finetune.encode import encode_split
-
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":

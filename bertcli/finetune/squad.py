@@ -29,6 +29,9 @@ from bertcli.finetune.squad_data import SquadData, SquadSplit, load_squad
 from bertcli.finetune.squad_decode import Decoded, decode
 from bertcli.finetune.squad_features import build_features
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
+from bertcli.finetune.submission import write_json
+from bertcli.finetune.engine import run_task
+from bertcli.finetune.run import check_checkpoint, default_out
 
 
 class SquadTask(Task):
@@ -133,8 +136,6 @@ class SquadTask(Task):
         return line
 
     def write_predictions(self, split: SquadSplit, predictions: Decoded, directory: Path, kind: str) -> list[Path]:
-        from bertcli.finetune.submission import write_json
-
         directory = Path(directory)
         nbest = {q: [{k: x[k] for k in ("text", "probability", "start_logit", "end_logit", "answer_start")}
                      for x in entries] for q, entries in predictions.nbest.items()}
@@ -155,9 +156,6 @@ class SquadTask(Task):
 def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
               version: int = 1, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
-    from bertcli.finetune.engine import run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
-
     if (data_dir is None) == (hub is None):
         raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
                         fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bertcli.core.errors import UserError
+from bertcli.core import console
+from bertcli.finetune.readers import _dataset_columns, _parquet_splits
+from bertcli.core.hub import load_hub
 
 
 @dataclass
@@ -186,8 +189,6 @@ def read_json(path: Path, name: str, bad_answers: str = "error") -> tuple[SquadS
 def _report(b: "_Builder") -> None:
     b.split.repaired, b.split.dropped = b.repaired, b.dropped
     if b.repaired or b.dropped:
-        from bertcli.core import console
-
         console.log(f"{b.split.source}: {b.repaired:,} answer_start values moved to the nearest occurrence "
                     f"of their text, {b.dropped:,} answers left out (finetune.squad.bad_answers={b.bad_answers})")
 
@@ -232,8 +233,6 @@ def _from_rows(cols, name: str, bad_answers: str = "error") -> _Builder:
 
 
 def _splits_of(folder: Path, layout: str) -> dict:
-    from bertcli.finetune.readers import _dataset_columns, _parquet_splits
-
     if layout == "parquet":
         return _parquet_splits(folder)
     import datasets
@@ -246,9 +245,6 @@ def _splits_of(folder: Path, layout: str) -> dict:
 
 
 def _load_hub(name: str) -> dict:
-    from bertcli.finetune.readers import _dataset_columns
-    from bertcli.core.hub import load_hub
-
     dd = load_hub(name, where=f"--hub {name}",
                   local_hint="download the data (rajpurkar/squad, rajpurkar/squad_v2) and pass --data-dir")
     return {k: _dataset_columns(v, f"{name}[{k}]") for k, v in dd.items()}

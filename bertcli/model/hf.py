@@ -240,8 +240,6 @@ def weight_files(directory: Path) -> list[Path]:
     if single.is_file():
         return [single]
     if index.is_file():
-        from bertcli.model.hf import confined_shard
-
         try:
             shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:

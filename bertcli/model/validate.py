@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from bertcli.core.errors import UserError
+from bertcli.model.hf import is_encoder_param, weight_files, weight_map
+from bertcli.config.families import FAMILIES
+from bertcli.tokenization.load import load_tokenizer, LOADABLE
 
 FIX = "config.json and model.safetensors do not belong together (or config.json was edited)"
 
@@ -24,8 +27,6 @@ FIX = "config.json and model.safetensors do not belong together (or config.json 
 def header_shapes(directory: Path, rename: Callable[[str], str] = lambda k: k) -> dict[str, tuple[int, ...]]:
     """Tensor name -> shape of every tensor of the checkpoint, from the safetensors headers only."""
     from safetensors import safe_open
-
-    from bertcli.model.hf import weight_files
 
     shapes: dict[str, tuple[int, ...]] = {}
     for path in weight_files(Path(directory)):
@@ -53,8 +54,6 @@ def check_shapes(directory: Path, c, head: str, rename: Callable[[str], str] = l
     import torch
 
     from bertcli.model.encoder import Encoder
-    from bertcli.model.hf import is_encoder_param, weight_map
-
     where = str(Path(directory) / "config.json")
     shapes = header_shapes(directory, rename)
     base = _base(shapes, c.spec.hf_prefix)
@@ -95,8 +94,6 @@ def check_tokenizer(tok, c, where: str) -> None:
     """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
     the model's padding id (RoBERTa's positions count from it), and the family's special tokens
     (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
-    from bertcli.config.families import FAMILIES
-
     problems = []
     if tok.vocab_size > c.vocab_size:
         problems.append(f"the tokenizer has {tok.vocab_size:,} tokens, the model {c.vocab_size:,} embeddings")
@@ -121,8 +118,6 @@ def check_tokenizer(tok, c, where: str) -> None:
 def check_checkpoint(directory: Path, c, head: str, rename: Callable[[str], str] = lambda k: k) -> None:
     """What load_checkpoint calls before building the model: shapes, then the tokenizer when
     the directory has one."""
-    from bertcli.tokenization.load import LOADABLE, load_tokenizer
-
     check_shapes(directory, c, head, rename)
     if any((Path(directory) / n).is_file() for n in LOADABLE):
         check_tokenizer(load_tokenizer(directory), c, str(directory))

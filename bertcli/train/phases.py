@@ -13,7 +13,6 @@ import dataclasses
 
 from bertcli.config.phases import Phase, phase_of, plan
 from bertcli.data.build import data_dir, run_build_data
-from bertcli.train.schedule import lr_multiplier
 
 
 # ------------------------------------------------------------------------------- budgets
@@ -30,6 +29,8 @@ def budget_multiplier(train, p: float) -> float:
     """Learning-rate multiplier at progress `p` of a budgeted run: the step schedule drawn over
     [0, 1] instead of [0, max_steps] (lr_multiplier is scale-free; the large scale only keeps
     its one-step guard out of the way)."""
+    from bertcli.train.schedule import lr_multiplier  # torch: `bertcli build-data` imports this module
+
     scale = 1e9
     warmup = train.warmup_steps / train.max_steps * scale
     return lr_multiplier(p * scale, warmup, scale, train.schedule, train.power, train.min_lr_ratio,
@@ -45,6 +46,8 @@ class PhaseLR:
         self.phases, self.base_lr = phases, base_lr
 
     def __call__(self, epoch: int) -> float:
+        from bertcli.train.schedule import lr_multiplier
+
         update = epoch + 1
         ph = phase_of(self.phases, update)
         t = ph.recipe.train
