@@ -133,8 +133,8 @@ FULL_DISK = textwrap.dedent('''
     from pathlib import Path
     sys.path.insert(0, sys.argv[2])
     import torch
-    from bertcli.errors import UserError
-    from bertcli.recipe import load_recipe
+    from bertcli.core.errors import UserError
+    from bertcli.config.recipe import load_recipe
     from bertcli.train import checkpoint as ck
     from bertcli.train.loop import Trainer, TrainInputs
     from bertcli.train.metrics import MetricsLog
