@@ -14,8 +14,6 @@ from typing import List, Optional
 import typer
 
 from bertcli import __version__
-from bertcli.config.recipe import check_purpose, load_recipe, shipped_recipes
-from bertcli.config.recipe import explain as rows_of
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.paths import check_recipe_outputs
@@ -58,6 +56,8 @@ def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Option
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
     output_dir / cache_dir, checked now, before any work (bertcli.core.paths)."""
+    from bertcli.config.recipe import check_purpose, load_recipe
+
     recipe = load_recipe(spec, overrides or [])
     if command is not None:
         check_purpose(recipe, command)
@@ -75,6 +75,8 @@ def _show(result) -> None:
 def recipes() -> None:
     """List the shipped recipes."""
     from importlib import resources
+
+    from bertcli.config.recipe import shipped_recipes
 
     rows = []
     for name in shipped_recipes():
@@ -103,6 +105,8 @@ def recipe_description(text: str) -> str:
 @app.command()
 def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
+    from bertcli.config.recipe import explain as rows_of
+
     # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
     # taken for rich markup.
     console.table([("key", "bold"), ("type", ""), ("default", ""), ("help", "")], list(rows_of(section)))
