@@ -7,7 +7,7 @@
 
 Each `bertcli` command is a thin layer over one of these (bertcli/cli.py): they load and check
 the recipe exactly as the command does, build what is missing and return the result object the
-command renders. A mistake in a recipe or an input raises `bertcli.errors.UserError` (its
+command renders. A mistake in a recipe or an input raises `bertcli.core.errors.UserError` (its
 `what`, `where` and `fix` are the CLI's one-line message). Heavy modules (torch, datasets) are
 imported inside the functions, so `import bertcli` stays light.
 
@@ -23,11 +23,20 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from bertcli.config.recipe import check_purpose, load_recipe
+from bertcli.core.paths import check_recipe_outputs
+from bertcli.tokenization.build import run_tokenize
+from bertcli.train.phases import build_phase_data
+from bertcli.core.errors import UserError
+from bertcli.export.features import extract_features
+from bertcli.model.fill_mask import fill_mask as run
+from bertcli.export.run import run_export
+from bertcli.export.predict import run_predict
 
 if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
     from bertcli.export.run import ExportResult
-    from bertcli.recipe import Recipe
-    from bertcli.stages import StageResult
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.stages import StageResult
     from bertcli.train.pipeline import PretrainResult
 
 PathLike = str | os.PathLike[str]
@@ -68,15 +77,11 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
     """Load a recipe, apply the overrides and check every key. With `command`, the recipe must be
     made for it (a pretraining recipe for pretrain / tokenize / build-data, a `finetune` section
     for finetune); with `writes`, the output_dir / cache_dir it writes are checked before any
-    work (bertcli.paths)."""
-    from bertcli.recipe import check_purpose, load_recipe
-
+    work (bertcli.core.paths)."""
     r = load_recipe(None if recipe is None else str(recipe), _override_items(overrides))
     if command is not None:
         check_purpose(r, command)
     if writes:
-        from bertcli.paths import check_recipe_outputs
-
         check_recipe_outputs(r)
     return r
 
@@ -85,8 +90,6 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
 def tokenize(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False) -> StageResult:
     """Stage 1: read the corpus and train the tokenizer, unless an identical one is cached
     (`force` rebuilds). Returns where it is, whether it was reused, and its summary rows."""
-    from bertcli.tokenizer import run_tokenize
-
     return run_tokenize(load(recipe, overrides, "tokenize", writes=True), force=force)
 
 
@@ -94,8 +97,6 @@ def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = Non
                all_phases: bool = False) -> list[StageResult]:
     """Stage 2: the pretraining pairs and masks (the tokenizer first when missing). A multi-phase
     recipe builds its first phase's data, or every phase's with `all_phases`."""
-    from bertcli.train.phases import build_phase_data
-
     return build_phase_data(load(recipe, overrides, "build-data", writes=True), force=force, all_phases=all_phases)
 
 
@@ -172,8 +173,6 @@ def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: Path
     `finetune("squad", ckpt, data_dir=..., version=2)`. The options are those of
     finetune_glue / finetune_classify / finetune_ner / finetune_squad. Returns results.json's
     content (GLUE: glue_results.json's)."""
-    from bertcli.errors import UserError
-
     if task not in _FINETUNE:
         raise UserError(f"unknown fine-tuning task {task!r}", fix=f"one of: {', '.join(_FINETUNE)}")
     return _FINETUNE[task](checkpoint, **options)
@@ -187,8 +186,6 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
-    from bertcli.export.features import extract_features
-
     return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding)
@@ -197,8 +194,6 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
     """For each mask token in `text`: its position and the top-k fillers (token, id,
     probability, the text with the filler in place)."""
-    from bertcli.model.fill_mask import fill_mask as run
-
     return run(Path(checkpoint), text, top_k=top_k)
 
 
@@ -208,8 +203,6 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
-    from bertcli.export.run import run_export
-
     return run_export(Path(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
                       dev=_path(dev), verify=verify, force=force)
 
@@ -220,8 +213,6 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
-    from bertcli.export.predict import run_predict
-
     return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
                        encoding=encoding)

@@ -13,8 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -57,7 +57,7 @@ def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Option
             writes: bool = False):
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
-    output_dir / cache_dir, checked now, before any work (bertcli.paths)."""
+    output_dir / cache_dir, checked now, before any work (bertcli.core.paths)."""
     from bertcli.api import load
 
     return load(spec, overrides or [], command, writes=writes)
@@ -73,7 +73,7 @@ def recipes() -> None:
     """List the shipped recipes."""
     from importlib import resources
 
-    from bertcli.recipe import shipped_recipes
+    from bertcli.config.recipe import shipped_recipes
 
     rows = []
     for name in shipped_recipes():
@@ -102,7 +102,7 @@ def recipe_description(text: str) -> str:
 @app.command()
 def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
-    from bertcli.recipe import explain as rows_of
+    from bertcli.config.recipe import explain as rows_of
 
     # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
     # taken for rich markup.

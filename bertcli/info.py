@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from bertcli.recipe import Recipe
-from bertcli.stages import is_complete
-from bertcli.train.phases import plan
+from bertcli.config.recipe import Recipe
+from bertcli.config.stages import is_complete
+from bertcli.config.phases import plan
+from bertcli.corpus.build import corpus_dir
+from bertcli.data.build import data_dir
+from bertcli.tokenization.build import tokenizer_dir
 
 
 def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     """Summary tables: stage directories (built or missing), then parameter counts and FLOPs."""
-    from bertcli.corpus import corpus_dir
-    from bertcli.data.build import data_dir
-    from bertcli.tokenizer import tokenizer_dir
-
     rows: list[tuple[str, object]] = []
     for stage, path in (("corpus", corpus_dir(recipe)), ("tokenizer", tokenizer_dir(recipe)),
                         ("data", data_dir(recipe))):

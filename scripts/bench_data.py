@@ -156,8 +156,8 @@ def bench_collator(data_dir: str, tok_dir: str, batches: int, batch_size: int) -
     from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
     from bertcli.data import PretrainCollator, PretrainDataset, load_data
-    from bertcli.sections import DataConfig
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.config.sections import DataConfig
+    from bertcli.tokenization.load import load_tokenizer
 
     torch.set_num_threads(1)
     tok = load_tokenizer(tok_dir)

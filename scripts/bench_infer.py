@@ -39,15 +39,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bertcli.export.backend import OrtBackend, pad_batch  # noqa: E402
-from bertcli.sections import ModelConfig  # noqa: E402
+from bertcli.config.sections import ModelConfig  # noqa: E402
 
 SHAPES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
           "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
 
 
 def sentences(limit: int = 20000) -> list[str]:
-    from bertcli.builtin_corpus import iter_documents
-    from bertcli.corpus import split_sentences
+    from bertcli.corpus.builtin import iter_documents
+    from bertcli.corpus.build import split_sentences
 
     out = []
     for _, text in iter_documents():
@@ -174,7 +174,7 @@ def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: i
     from bertcli.export.graph import quantize_int8
     from bertcli.export.run import run_export
     from bertcli.model.checkpoint import load_checkpoint
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     t = time.perf_counter()
     bundle = run_export(ckpt, work / f"{shape}-fp32", force=True)
@@ -215,7 +215,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=800, help="fine-tuning steps of the quality model")
     args = ap.parse_args()
-    from bertcli import console
+    from bertcli.core import console
 
     console.out = console.err  # the export summaries go to stderr: stdout holds only the JSON
     torch.set_num_threads(args.threads)

@@ -88,7 +88,7 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     import transformers as tf
 
     from bertcli.model import build_model, save_checkpoint
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     recipe = load_recipe(name)
     if recipe.model.family != "bert":

@@ -39,7 +39,7 @@ SIZES = {"small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads
 
 # ------------------------------------------------------------------------------------ data
 def make_split(n_contexts: int, seed: int):
-    from bertcli.builtin_corpus import iter_documents
+    from bertcli.corpus.builtin import iter_documents
     from bertcli.finetune.qa.data import _Builder
 
     rng = random.Random(seed)
@@ -59,8 +59,8 @@ def make_split(n_contexts: int, seed: int):
 
 
 def train_tokenizer(texts: list[str]):
-    from bertcli.sections import TokenizerConfig
-    from bertcli.tokenizer import add_post_processor, new_tokenizer, new_trainer
+    from bertcli.config.sections import TokenizerConfig
+    from bertcli.tokenization.train import add_post_processor, new_tokenizer, new_trainer
 
     cfg = TokenizerConfig(kind="wordpiece", vocab_size=8192, special_tokens="bert", lowercase=True, strip_accents=True)
     tok = new_tokenizer(cfg)
@@ -301,7 +301,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     split = make_split(args.contexts, seed=0)
     if args.tokenizer:
-        from bertcli.tokenizer import load_tokenizer
+        from bertcli.tokenization.load import load_tokenizer
 
         tok = load_tokenizer(args.tokenizer).tokenizer
     else:

@@ -13,7 +13,7 @@
    trained with `Tokenizer.train` on the text file, then `encode_batch` over its lines.
 Each side runs in its own process so its peak RSS is its own. Prints one JSON object; with
 --repeat >= 2 it also says how many distinct tokenizer.json files each side trained over its runs
-(1 = reproducible; raw `tokenizers` WordPiece and Unigram give one per run, see bertcli/reproducible.py).
+(1 = reproducible; raw `tokenizers` WordPiece and Unigram give one per run, see bertcli/tokenization/reproducible.py).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ BATCH_LINES = 16384
 
 
 def generate(path: Path, megabytes: float, seed: int = 0) -> dict:
-    from bertcli.corpus import documents, resolve_sources
-    from bertcli.corpus_readers import ReadStats
-    from bertcli.sections import CorpusConfig
+    from bertcli.corpus.build import documents, resolve_sources
+    from bertcli.corpus.readers import ReadStats
+    from bertcli.config.sections import CorpusConfig
 
     cfg = CorpusConfig()
     sentences = [s for d in documents(cfg, resolve_sources(cfg), ReadStats()) for s in d if len(s) > 20]
@@ -68,9 +68,11 @@ def peak_rss_mb() -> float:
 
 
 def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> dict:
-    from bertcli.corpus import build_corpus
-    from bertcli.recipe import load_recipe
-    from bertcli.tokenizer import iter_encoded, load_tokenizer, run_tokenize
+    from bertcli.corpus.build import build_corpus
+    from bertcli.config.recipe import load_recipe
+    from bertcli.tokenization.train import iter_encoded
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.build import run_tokenize
 
     os.chdir(work)
     shutil.rmtree(f"bench-{run}", ignore_errors=True)  # always a fresh build

@@ -63,11 +63,12 @@ def main() -> None:
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model import build_model
-    from bertcli.model.config import encoder_config
-    from bertcli.model.families import family_spec
+    from bertcli.config.model import encoder_config
+    from bertcli.config.families import family_spec
     from bertcli.model.hf import to_hf_config
-    from bertcli.recipe import load_recipe
-    from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+    from bertcli.config.recipe import load_recipe
+    from bertcli.tokenization.build import ensure_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.heap import release_free_memory
     from bertcli.train.loop import StopFlag, Trainer, TrainInputs
     from bertcli.train.optim import build_optimizer

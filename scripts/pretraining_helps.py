@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the two runs are written (default: a temporary folder)")
     args = p.parse_args(argv)
 
-    from bertcli.console import print_error
-    from bertcli.errors import UserError
+    from bertcli.core.console import print_error
+    from bertcli.core.errors import UserError
     from probe import pretraining_helps    # scripts/probe.py, beside this file
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -60,7 +60,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
 def popen_cli(*args: str, cwd: Path, pause: str | None = None, env: dict | None = None) -> subprocess.Popen:
     """Start `python -m bertcli ARGS` in its own process group (so that a signal can reach its
     DataLoader workers too, as from SLURM). With `pause`, the process holds at that pause point
-    (bertcli/testhooks.py) until the test signals it; `wait_paused(proc)` waits for that."""
+    (bertcli/core/testhooks.py) until the test signals it; `wait_paused(proc)` waits for that."""
     extra = dict(env or {})
     if pause is not None:
         marker = Path(cwd) / f".paused-{pause}-{time.monotonic_ns()}"

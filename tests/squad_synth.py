@@ -82,8 +82,8 @@ def all_text(doc: dict) -> list[str]:
 
 def tiny_tokenizer(kind: str, texts: list[str], vocab_size: int = 200, special: str | None = None):
     """A trained `tokenizers.Tokenizer` of `kind` with bertcli's pipeline and pair template."""
-    from bertcli.sections import TokenizerConfig
-    from bertcli.tokenizer import add_post_processor, new_tokenizer, new_trainer
+    from bertcli.config.sections import TokenizerConfig
+    from bertcli.tokenization.train import add_post_processor, new_tokenizer, new_trainer
 
     special = special or {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}[kind]
     cfg = TokenizerConfig(kind=kind, vocab_size=vocab_size, special_tokens=special, lowercase=kind != "bpe",
@@ -101,9 +101,10 @@ def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: 
     import torch
 
     from bertcli.model import build_model, save_checkpoint
-    from bertcli.recipe import resolve_model
-    from bertcli.sections import ModelConfig, TokenizerConfig
-    from bertcli.tokenizer import load_tokenizer, write_hf_files
+    from bertcli.config.recipe import resolve_model
+    from bertcli.config.sections import ModelConfig, TokenizerConfig
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.train import write_hf_files
 
     special = family if family in ("bert", "roberta", "albert", "modernbert") else "bert"
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import bertcli
 from bertcli import api
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 # A few steps of a very small bert-tiny on a slice of the built-in corpus (seconds on one thread).
 TINY = {"corpus.sources": [{"path": "builtin", "max_documents": 60}], "corpus.validation_fraction": 0.1,

@@ -9,12 +9,13 @@ import shutil
 import pytest
 import torch
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-from bertcli.train.phases import budget_multiplier, parse_duration, progress
+from bertcli.train.phases import budget_multiplier, progress
+from bertcli.config.phases import parse_duration
 from bertcli.train.schedule import lr_multiplier
 
 from conftest import ONE_THREAD, run_cli

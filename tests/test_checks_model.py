@@ -12,9 +12,9 @@ from safetensors.torch import load_file, save_file
 from test_model_util import PAD, VOCAB, tiny_section
 
 import bertcli.model.checkpoint as model_checkpoint
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
-from bertcli.tokenizer import SPECIAL_TOKENS
+from bertcli.tokenization.load import SPECIAL_TOKENS
 
 
 def write_tokenizer(directory, family: str, size: int = VOCAB) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bertcli.errors import UserError
-from bertcli.paths import check_output_dir, check_output_file, saving
+from bertcli.core.errors import UserError
+from bertcli.core.paths import check_output_dir, check_output_file, saving
 from conftest import REPO, assert_user_error, run_cli
 
 ROOT = os.geteuid() == 0
@@ -85,7 +85,7 @@ def test_finetune_checks_its_output_before_training(tmp_path):
     from test_finetune_data import write_glue
 
     from bertcli.model import build_model, save_checkpoint
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     ckpt = tmp_path / "ckpt"
     save_checkpoint(build_model(load_recipe("bert-tiny").model, 50, 0), ckpt)
@@ -133,8 +133,8 @@ FULL_DISK = textwrap.dedent('''
     from pathlib import Path
     sys.path.insert(0, sys.argv[2])
     import torch
-    from bertcli.errors import UserError
-    from bertcli.recipe import load_recipe
+    from bertcli.core.errors import UserError
+    from bertcli.config.recipe import load_recipe
     from bertcli.train import checkpoint as ck
     from bertcli.train.loop import Trainer, TrainInputs
     from bertcli.train.metrics import MetricsLog

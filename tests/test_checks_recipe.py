@@ -13,8 +13,8 @@ import typing
 import numpy as np
 import pytest
 
-from bertcli.errors import UserError
-from bertcli.recipe import Recipe, load_recipe, validate
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import Recipe, load_recipe, validate
 from bertcli.train.metrics import MetricsLog, format_record, read_metrics, to_json_line
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics

@@ -9,10 +9,11 @@ import pytest
 from chinese_text import documents, write
 from conftest import run_cli
 
-from bertcli.corpus import split_sentences
+from bertcli.corpus.build import split_sentences
 from bertcli.data import words
-from bertcli.recipe import load_recipe
-from bertcli.tokenizer import load_tokenizer, new_tokenizer, new_trainer, write_hf_files
+from bertcli.config.recipe import load_recipe
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.tokenization.train import new_tokenizer, new_trainer, write_hf_files
 
 GOAL_UNK = 0.005
 
@@ -79,7 +80,7 @@ def test_pretrain_shows_the_unk_warning(zh):
 def test_english_alphabet_unchanged():
     """The built-in corpus has fewer than 1,000 distinct characters: `auto` keeps them all, as the
     old default did, so the trainer gets the same input."""
-    from bertcli.alphabet import alphabet_limit
+    from bertcli.tokenization.alphabet import alphabet_limit
 
     counts = {chr(97 + i): 100 - i for i in range(26)} | {"é": 1}
     assert alphabet_limit("auto", 2, counts) == 27 and alphabet_limit(500, 2, counts) == 500
@@ -174,7 +175,7 @@ def test_chinese_base_recipes_have_google_chinese_bert_size(name):
 
 
 def test_chinese_roberta_wwm_is_mlm_only_bert_with_jieba_whole_words():
-    from bertcli.model.config import encoder_config
+    from bertcli.config.model import encoder_config
     from bertcli.model.count import DEFAULT_PAD
     from bertcli.model.hf import to_hf_config
 

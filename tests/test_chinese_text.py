@@ -8,10 +8,11 @@ import unicodedata
 import pytest
 from chinese_text import documents
 
-from bertcli.corpus import split_sentences
+from bertcli.corpus.build import split_sentences
 from bertcli.data import words
-from bertcli.recipe import load_recipe
-from bertcli.tokenizer import CJK_CHAR, new_tokenizer, text_encoder, train_tokenizer
+from bertcli.config.recipe import load_recipe
+from bertcli.tokenization.load import CJK_CHAR
+from bertcli.tokenization.train import new_tokenizer, text_encoder, train_tokenizer
 
 
 @pytest.mark.parametrize("text, expected", [

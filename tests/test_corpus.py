@@ -10,8 +10,8 @@ import tracemalloc
 import pytest
 from conftest import assert_user_error, write_documents
 
-from bertcli import builtin_corpus
-from bertcli.corpus import (
+from bertcli.corpus import builtin as builtin_corpus
+from bertcli.corpus.build import (
     build_corpus,
     corpus_info,
     doc_hash,
@@ -21,11 +21,11 @@ from bertcli.corpus import (
     resolve_sources,
     split_sentences,
 )
-from bertcli.corpus_readers import ReadStats, read_lines
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
-from bertcli.sections import CorpusConfig, SourceConfig
-from bertcli.tokenizer import run_tokenize
+from bertcli.corpus.readers import ReadStats, read_lines
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
+from bertcli.config.sections import CorpusConfig, SourceConfig
+from bertcli.tokenization.build import run_tokenize
 
 DOCS = [["The first document starts here.", "It has two sentences."],
         ["A second document.", "Its second sentence.", "And a third one."],

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bertcli.data import PretrainCollator, PretrainDataset, load_data, run_build_data
-from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.load import load_tokenizer
 from conftest import write_documents
 from test_data_helpers import make_documents, recipe
 

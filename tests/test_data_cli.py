@@ -69,8 +69,8 @@ def test_tokenizer_with_other_special_tokens_or_kind():
     import pytest
 
     from bertcli.data.checks import check_tokenizer
-    from bertcli.errors import UserError
-    from bertcli.recipe import load_recipe
+    from bertcli.core.errors import UserError
+    from bertcli.config.recipe import load_recipe
 
     r = load_recipe("bert-tiny")
     roberta_tokens = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}

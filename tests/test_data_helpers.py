@@ -45,7 +45,7 @@ def make_documents(n_docs: int, seed: int = 0, sentences=(2, 12), words=(4, 16),
 
 def recipe(tmp: Path, corpus: Path, *sets: str):
     """A recipe reading `corpus`, writing under `tmp`, with `--set` style overrides."""
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     base = [f"corpus.sources=[{corpus}]", f"output_dir={tmp / 'run'}", "corpus.validation_fraction=0.05",
             "tokenizer.vocab_size=400", "tokenizer.min_frequency=1", "data.num_proc=1"]
@@ -54,7 +54,8 @@ def recipe(tmp: Path, corpus: Path, *sets: str):
 
 def trained_tokenizer(tmp: Path, kind: str, docs: list[list[str]], *sets: str):
     """(TokenizerInfo, recipe) for a tokenizer of `kind` trained on `docs` by the real stages."""
-    from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
+    from bertcli.tokenization.build import ensure_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     corpus = write_documents(tmp / "corpus.txt", docs)
     r = recipe(tmp, corpus, f"tokenizer.kind={kind}", *sets)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertcli.model import build_model, save_checkpoint
-from bertcli.sections import ModelConfig
+from bertcli.config.sections import ModelConfig
 
 SENTENCES = [
     "the cat sat on the mat", "a dog ran in the park", "paris is the capital of france",
@@ -105,7 +105,7 @@ def make_checkpoint(root: Path, family: str, head: str = "pretraining", labels=(
     torch.manual_seed(seed)
     section = tiny_section(family, **changes)
     if head in ("token", "qa"):
-        from bertcli.model.config import encoder_config
+        from bertcli.config.model import encoder_config
         from bertcli.model.task_heads import MODELS
 
         c = encoder_config(section, vocab, PAD_ID[family], labels=tuple(labels) if head == "token" else None)

@@ -13,7 +13,7 @@ from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import tiny_checkpoint
 from test_finetune_cli import FILL, NEG, POS
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 NAMES = ["negative", "positive", "neutral"]
 NEUTRAL = ["okay", "average", "fine", "plain", "usual", "moderate"]
@@ -74,7 +74,7 @@ def test_classify_csv_learns_end_to_end(tmp_path):
 
 
 def _cfg(*sets):
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     return load_recipe("classify", list(sets)).finetune
 

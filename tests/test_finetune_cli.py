@@ -107,7 +107,7 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.model import load_checkpoint
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
     import torch
 
     model, _ = load_checkpoint(out / "sst2", head="classification")
@@ -208,7 +208,7 @@ def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue_run import run_glue_task
     from bertcli.finetune.classification.glue import TASKS
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     rng = random.Random(2)
     ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
@@ -231,7 +231,7 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue_run import run_glue_task
     from bertcli.finetune.classification.glue import TASKS
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     rng = random.Random(3)
     ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.finetune.classification import metrics
 from bertcli.finetune.classification.glue_data import find_tasks, load_task
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
@@ -288,7 +288,7 @@ def test_submission_format(tmp_path):
 
 
 def test_task_overrides(tmp_path):
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     r = load_recipe("glue", ["finetune.tasks.RTE.learning_rate=3e-5"])
     h = resolve_hyper(r.finetune, TASKS["rte"])

@@ -75,7 +75,7 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
     chance (~0). `tokenizers`' Unigram trainer keeps only ~90 pieces of this tiny corpus, so the
     ALBERT model reads most words letter by letter and learns slower (measured 0.53)."""
     from bertcli.finetune.tagging.task import run_ner
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     ckpt = tiny_checkpoint(tmp_path / "ckpt", corpus_texts(), kind=kind)
     data = _data(tmp_path / "data", random.Random(6), n_train=320, n_dev=60)
@@ -90,7 +90,7 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
 
 def _task(data_dir, *sets):
     from bertcli.finetune.tagging.task import NerTask
-    from bertcli.recipe import load_recipe
+    from bertcli.config.recipe import load_recipe
 
     task = NerTask(load_recipe("ner", list(sets)).finetune, data_dir)
     task.data = task.read()
@@ -98,7 +98,7 @@ def _task(data_dir, *sets):
 
 
 def test_bad_ner_input_is_one_clear_message(tmp_path):
-    from bertcli.errors import UserError
+    from bertcli.core.errors import UserError
 
     data = _data(tmp_path / "d", random.Random(4), n_train=30, n_dev=10)
     bad = tmp_path / "bad"

@@ -17,7 +17,7 @@ import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import tiny_checkpoint
 
-from bertcli import console
+from bertcli.core import console
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -264,7 +264,7 @@ def test_squad_negative_start_through_the_real_cli(tmp_path):
 def test_squad_ids_are_unique_in_the_datasets_layout_too(tmp_path):
     import datasets
 
-    from bertcli.errors import UserError
+    from bertcli.core.errors import UserError
     from bertcli.finetune.qa.data import load_squad
 
     row = {"id": "x", "title": "t", "context": CONTEXT, "question": "q",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.io import tables
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, read_lines
 
@@ -105,13 +105,13 @@ def test_a_quoted_tsv_field_is_read_the_same_by_training_and_serving(tmp_path):
     fine-tuning kept the quotes. Now every reader keeps them: a .tsv has no quoting."""
     from test_finetune_classify import _cfg
 
-    from bertcli.corpus_readers import ReadStats, read_source, resolve
+    from bertcli.corpus.readers import ReadStats, read_source, resolve
     from bertcli.export.features import iter_texts
     from bertcli.export.inputs import read_records
     from bertcli.finetune.classification.classify import load_classify
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import read_tsv_split
-    from bertcli.sections import CorpusConfig, SourceConfig
+    from bertcli.config.sections import CorpusConfig, SourceConfig
 
     texts = [QUOTED, 'mid "quote', '"whole"', '""', "tab\\tless"]
     p = tmp_path / "q.tsv"
@@ -195,7 +195,7 @@ def test_a_long_line_is_refused_after_reading_at_most_the_bound(tmp_path, kind):
 
 
 def test_the_bound_is_the_corpus_default():
-    from bertcli.sections import CorpusConfig
+    from bertcli.config.sections import CorpusConfig
 
     assert CorpusConfig().max_line_bytes == DEFAULT_MAX_LINE_BYTES
 
@@ -231,7 +231,7 @@ def test_the_io_package_imports_only_the_base():
                 found.add(node.module)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("bertcli"))
-    assert found - {"bertcli.errors", "bertcli.hub"} <= {"bertcli.io.text", "bertcli.io.records", "bertcli.io.tables"}, found
+    assert found - {"bertcli.core.errors", "bertcli.core.hub"} <= {"bertcli.io.text", "bertcli.io.records", "bertcli.io.tables"}, found
 
 
 def test_a_hub_name_goes_through_load_dataset(tmp_path, monkeypatch):

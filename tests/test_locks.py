@@ -1,5 +1,5 @@
 """Concurrent processes on one run or stage directory, and Ctrl-C during a stage build. Each
-process is held at a pause point (bertcli/testhooks.py) so that the other acts while it holds
+process is held at a pause point (bertcli/core/testhooks.py) so that the other acts while it holds
 the lock: no sleeps, no races."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, release, run_cli, wait_paused
 
-from bertcli.errors import UserError
-from bertcli.locks import lock_path, run_lock, stage_lock
+from bertcli.core.errors import UserError
+from bertcli.core.locks import lock_path, run_lock, stage_lock
 
 TOKENIZE = ["tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[{path: builtin, max_documents: 40}]",
             "--set", "tokenizer.vocab_size=400"]

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from test_model_util import PAD, VOCAB, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
-from bertcli.model.config import encoder_config
+from bertcli.config.model import encoder_config
 from bertcli.model.encoder import bucketed, bucketed_keep, make_layout
 from bertcli.model.heads import PreTrainingModel
 from bertcli.train.loop import Trainer

@@ -11,7 +11,7 @@ import transformers as tf
 from safetensors.torch import load_file, save_file
 from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
 
 TOL = dict(atol=1e-5, rtol=0)

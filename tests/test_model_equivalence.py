@@ -16,7 +16,7 @@ from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_secti
 from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING_NAMES
 
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
-from bertcli.model.families import family_spec
+from bertcli.config.families import family_spec
 
 TOL = dict(atol=1e-5, rtol=0)
 

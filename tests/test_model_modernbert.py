@@ -16,9 +16,9 @@ from test_finetune_cli import write_tasks
 from test_model_equivalence import TOL, hf_config
 from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
-from bertcli.recipe import load_recipe
+from bertcli.config.recipe import load_recipe
 from bertcli.train.schedule import lr_multiplier
 
 

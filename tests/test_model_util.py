@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertcli.model.families import FAMILIES, family_spec
-from bertcli.sections import ModelConfig
+from bertcli.config.families import FAMILIES, family_spec
+from bertcli.config.sections import ModelConfig
 
 VOCAB = 101
 PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}  # bert 0, roberta 1, albert 0, modernbert 3

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from bertcli.recipe import load_recipe
+from bertcli.config.recipe import load_recipe
 from bertcli.train.metrics import LiveView
 from conftest import ONE_THREAD, assert_user_error, run_cli
 
@@ -162,7 +162,7 @@ def test_fill_mask_shows_decoded_words_for_byte_level_bpe(tmp_path):
 
 
 def test_busy_cpu_advice(monkeypatch):
-    from bertcli.machine import busy_cpu_advice
+    from bertcli.core.machine import busy_cpu_advice
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     busy = busy_cpu_advice(threads=2, cores=2, load=2.3)

@@ -10,12 +10,13 @@ import shutil
 import pytest
 import torch
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import PhaseData, Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-from bertcli.train.phases import PhaseLR, phase_of, plan
+from bertcli.train.phases import PhaseLR
+from bertcli.config.phases import phase_of, plan
 from bertcli.train.schedule import lr_multiplier
 
 from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
@@ -193,11 +194,12 @@ def test_phase_mistakes_are_clear_errors_at_load(sets, message):
 def test_build_data_without_all_phases_builds_only_the_first_phase(monkeypatch):
     """What `bertcli build-data` builds (the stage function stubbed: no building here)."""
     import bertcli.data.build as build
-    from bertcli.stages import StageResult
+    import bertcli.train.phases as train_phases
+    from bertcli.config.stages import StageResult
     from bertcli.train.phases import build_phase_data
 
     built = []
-    monkeypatch.setattr(build, "run_build_data", lambda r, force=False: built.append(r.data.max_seq_length)
+    monkeypatch.setattr(train_phases, "run_build_data", lambda r, force=False: built.append(r.data.max_seq_length)
                         or StageResult("data", build.data_dir(r), False))
     r = load_recipe("bert-base", ["output_dir=/nonexistent/run"])
     assert [x.name for x in build_phase_data(r)] == ["data seq128"] and built == [128]

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import yaml
 
-from bertcli.errors import UserError
-from bertcli.recipe import Recipe, explain, load_recipe, shipped_recipes
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import Recipe, explain, load_recipe, shipped_recipes
 from conftest import assert_user_error
 
 EXPECTED_RECIPES = {
@@ -189,13 +189,13 @@ def test_cache_hash_ignores_settings_that_do_not_change_outputs_and_follows_thos
 
 
 def test_stage_directories_follow_their_own_inputs_only(tmp_path):
-    from bertcli.stages import stage_dir
+    from bertcli.config.stages import stage_dir
 
     base = load_recipe("bert-tiny", [f"output_dir={tmp_path}"])
     reseeded = load_recipe("bert-tiny", [f"output_dir={tmp_path}", "seed=7"])
     # The seed changes the data (masks, pairs) but not the corpus or the tokenizer.
     for stage, same in (("corpus", True), ("tokenizer", True), ("data", False)):
-        assert (stage_dir(base, stage) == stage_dir(reseeded, stage)) is same, stage
+        assert (stage_dir(base, stage, ["files"]) == stage_dir(reseeded, stage, ["files"])) is same, stage
     assert stage_dir(base, "tokenizer", ["a"]) != stage_dir(base, "tokenizer", ["b"])
 
 
@@ -237,7 +237,7 @@ def test_cli_info_prints_the_resolved_recipe(cli):
 def test_a_stage_version_bump_rebuilds_that_stage_and_the_later_ones(tmp_path, monkeypatch):
     """One key scheme for every stage: its sections, the corpus files' fingerprint, and the code
     versions of the stage and of the stages before it."""
-    from bertcli import stages
+    from bertcli.config import stages
 
     recipe = load_recipe("bert-tiny", [f"output_dir={tmp_path}"])
     before = {s: stages.stage_dir(recipe, s, ["files"]) for s in stages.STAGE_VERSIONS}

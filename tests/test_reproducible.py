@@ -1,7 +1,7 @@
 """Reproducible from scratch: the same recipe on the same corpus gives a byte-identical
 tokenizer.json in fresh processes (other hash seeds inside `tokenizers`, other PYTHONHASHSEED),
 for WordPiece, byte-level BPE and Unigram, and `bertcli pretrain` from nothing gives the same
-metrics.jsonl, field for field (timings aside). See bertcli/reproducible.py for the causes."""
+metrics.jsonl, field for field (timings aside). See bertcli/tokenization/reproducible.py for the causes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import json
 import pytest
 from conftest import ONE_THREAD, run_cli
 
-from bertcli.corpus import documents, resolve_sources
-from bertcli.corpus_readers import ReadStats
-from bertcli.sections import CorpusConfig, SourceConfig, TokenizerConfig
+from bertcli.corpus.build import documents, resolve_sources
+from bertcli.corpus.readers import ReadStats
+from bertcli.config.sections import CorpusConfig, SourceConfig, TokenizerConfig
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 
 SPECIALS = {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}
@@ -43,8 +43,8 @@ def test_raw_tokenizers_training_depends_on_hash_order(docs):
     """The problem this file guards against, shown on the test corpus: `tokenizers` alone,
     trained four times in this process (each trainer gets new hash keys), learns more than one
     WordPiece and Unigram vocabulary. If this starts failing, tokenizers fixed #1794 and
-    bertcli/reproducible.py's workaround is no longer needed (the tests below still hold)."""
-    from bertcli.tokenizer import new_tokenizer, new_trainer
+    bertcli/tokenization/reproducible.py's workaround is no longer needed (the tests below still hold)."""
+    from bertcli.tokenization.train import new_tokenizer, new_trainer
 
     sentences = [s for d in docs for s in d]
     for kind in ("wordpiece", "unigram"):
@@ -64,8 +64,8 @@ def test_training_in_one_process_is_byte_identical(docs, kind, extra):
     choice is hash order."""
     import datasets
 
-    from bertcli.alphabet import character_counts
-    from bertcli.tokenizer import new_tokenizer, train_tokenizer
+    from bertcli.tokenization.alphabet import character_counts
+    from bertcli.tokenization.train import new_tokenizer, train_tokenizer
 
     ds = datasets.Dataset.from_dict({"sentences": docs})
     alphabet = "".join(sorted({c for d in docs for s in d for c in s}))
@@ -83,7 +83,7 @@ def test_tokenize_in_two_fresh_processes_gives_the_same_bytes(tmp_path, kind):
     """`bertcli tokenize` twice, in two processes with other PYTHONHASHSEED and cache dirs: the
     same tokenizer.json, vocab.txt, tokenizer_config.json and special_tokens_map.json, byte for
     byte."""
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     outs = []
     for run, seed in (("a", "1"), ("b", "2")):

@@ -11,7 +11,7 @@ import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from squad_synth import all_text, tiny_checkpoint, write_squad
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.finetune.qa.data import load_squad
 
 # Short windows so the ~60-120-word contexts need several (the shipped 384 / 128 / 64 cover

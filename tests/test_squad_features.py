@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from squad_synth import all_text, squad_json, tiny_tokenizer
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.finetune.qa.data import read_json
 from bertcli.finetune.qa.decode import context_logits, decode
 from bertcli.finetune.qa.features import build_features, template_of

@@ -9,9 +9,11 @@ import random
 import pytest
 from conftest import assert_user_error, write_documents
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
-from bertcli.tokenizer import SPECIAL_TOKENS, ensure_tokenizer, load_tokenizer, new_tokenizer, run_tokenize
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
+from bertcli.tokenization.load import SPECIAL_TOKENS, load_tokenizer
+from bertcli.tokenization.build import ensure_tokenizer, run_tokenize
+from bertcli.tokenization.train import new_tokenizer
 
 WORDS = ("the model reads a sentence and predicts masked words from their context while training on "
          "large corpora of English text with subword units such as pieces prefixes suffixes").split()
@@ -187,7 +189,7 @@ def test_sample_documents_limits_training_not_the_corpus(tmp_path):
 def test_iter_encoded_matches_encode_in_corpus_order(trained):
     import datasets
 
-    from bertcli.tokenizer import iter_encoded
+    from bertcli.tokenization.train import iter_encoded
 
     info = load_tokenizer(trained["bpe"].path)
     corpus_dir = json.loads((trained["bpe"].path / "tokenizer_info.json").read_text())["corpus"]

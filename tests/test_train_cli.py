@@ -14,8 +14,8 @@ import shutil
 import pytest
 import torch
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.pipeline import prepare_run
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused, write_documents
@@ -158,7 +158,7 @@ def test_sigkill_then_resume_auto_gives_bitwise_the_same_metrics(work, bert_run,
     and killed -9 there; resumed, it is held before step 23 and its process group gets SIGTERM
     (it finishes step 23, saves and exits 143); resumed again, it runs to the end. Every model
     metric of every step equals the uninterrupted run's, float for float. The test holds the
-    process at each point (bertcli/testhooks.py), so no machine is too fast or too slow for it."""
+    process at each point (bertcli/core/testhooks.py), so no machine is too fast or too slow for it."""
     reference = model_records(bert_run[0] / "metrics.jsonl")
     out = work / "killed"
     out.mkdir()

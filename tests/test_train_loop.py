@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from bertcli.errors import UserError
-from bertcli.recipe import load_recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import load_recipe
 from bertcli.train import checkpoint as ck
 from bertcli.train.distributed import Dist, init, shutdown
 from bertcli.train.loop import Trainer, TrainInputs

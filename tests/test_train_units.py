@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.metrics import MetricsLog, read_metrics
 from bertcli.train.optim import Lamb, build_optimizer, param_groups

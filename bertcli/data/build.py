@@ -21,12 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-from bertcli import console
+from bertcli.core import console
 from bertcli.data import shards
 from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
 from bertcli.data.masking import MaskSpec
-from bertcli.recipe import Recipe
-from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.config.recipe import Recipe
+from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
+from bertcli.corpus.build import build_corpus, corpus_fingerprint
+from bertcli.core.fs import building
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.data.pairs import pack_plan
+from bertcli.data.store import DocStore
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -36,14 +42,12 @@ SPLITS = ("train", "validation")
 def data_dir(recipe: Recipe) -> Path:
     """Where the recipe's built data lives (keyed by corpus + tokenizer + data sections and the
     corpus files' fingerprint)."""
-    return stage_dir(recipe, "data")
+    return stage_dir(recipe, "data", corpus_fingerprint(recipe.corpus))
 
 
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --force)."""
     check_recipe(recipe)
-    from bertcli.tokenizer import ensure_tokenizer, load_tokenizer
-
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)
     path = data_dir(recipe)
@@ -134,8 +138,6 @@ def _ranges(n: int, size: int) -> list[tuple[int, int]]:
 
 
 def _build(recipe: Recipe, tok, path: Path) -> StageResult:
-    from bertcli.corpus import build_corpus
-
     start = time.perf_counter()
     cfg = recipe.data
     corpus_path = build_corpus(recipe).path
@@ -194,9 +196,6 @@ def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, i
 def _rows(runner: _Runner, split: str, stores: dict, work: Path, cfg, info: dict) -> list[str]:
     """Build one split's rows; returns the Arrow files in order."""
     import numpy as np
-
-    from bertcli.data.pairs import pack_plan
-    from bertcli.data.store import DocStore
 
     prefixes = stores[split]
     store = DocStore(prefixes)

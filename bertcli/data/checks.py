@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from bertcli.errors import UserError
-from bertcli.recipe import Recipe
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import Recipe
+from bertcli.data.words import load_segmenter
+from bertcli.tokenization.load import SPECIAL_TOKENS
+from bertcli.core import console
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -14,15 +17,12 @@ def check_recipe(recipe: Recipe) -> None:
             raise UserError(f"data.word_segmenter {d.word_segmenter} groups characters into words for "
                             "whole-word masking, which is off", where=where,
                             fix="set data.whole_word: true, or data.word_segmenter: none")
-        from bertcli.data.words import load_segmenter
 
         load_segmenter(d.word_segmenter)  # a clear error now rather than in a worker later
 
 
 def check_tokenizer(recipe: Recipe, tok) -> None:
     """The trained tokenizer must be the one the recipe describes."""
-    from bertcli.tokenizer import SPECIAL_TOKENS
-
     t, m, where = recipe.tokenizer, recipe.model, f"{recipe.source}: tokenizer"
     if tok.kind != t.kind:
         raise UserError(f"the tokenizer in {tok.path} is {tok.kind}, the recipe asks for tokenizer.kind {t.kind}",
@@ -70,8 +70,6 @@ def check_tokenized(recipe: Recipe, info: dict, built: bool = False) -> None:
                 fix="add documents (at least 2; many more for a useful model), or use data.objective: sop")
         share = t["multi_sentence_documents"] / max(1, t["documents"])
         if d.objective in ("nsp", "sop") and share < 0.5:
-            from bertcli import console
-
             console.log(f"warning: only {t['multi_sentence_documents']:,} of {t['documents']:,} training "
                         f"documents have 2 or more sentences; {d.objective} learns little from the rest")
     elif t["instances"] == 0:

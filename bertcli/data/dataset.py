@@ -13,7 +13,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 COLUMNS = ("input_ids", "token_type_ids", "pair_label", "masked_positions", "masked_ids", "word_starts")
 

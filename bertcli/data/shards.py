@@ -22,6 +22,8 @@ from bertcli.data import pairs, words
 from bertcli.data.masking import MaskSpec, replace, select
 from bertcli.data.rng import PACKED, PAIRS, KeyedRng
 from bertcli.data.store import DocStore, TokenWriter
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.tokenization.train import text_encoder
 
 SPLIT_IDS = {"train": 0, "validation": 1}
 
@@ -119,8 +121,6 @@ def _load_tokenizer(path: str):
     "[SEP]" or "</s>" in the text as text; a Unigram model can still match a special piece such as
     "<pad>" inside text, so the caller maps any special id left to UNK: corpus text never yields a
     separator, padding or mask token."""
-    from bertcli.tokenizer import load_tokenizer, text_encoder
-
     info = load_tokenizer(path)
     specials = np.array(sorted(info.special_ids - {info.unk_id}), dtype=np.int64)
     return text_encoder(info.tokenizer), specials, info.unk_id

@@ -20,8 +20,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from bertcli.errors import UserError
-from bertcli.tokenizer import CJK_CHAR
+from bertcli.core.errors import UserError
+from bertcli.tokenization.load import CJK_CHAR
 
 _MARKERS = {"bpe": "Ġ", "unigram": "▁"}
 

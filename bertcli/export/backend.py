@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 EXTRA_HINT = "pip install 'bertcli[export]'   (onnx, onnxruntime, onnxscript)"
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.export.inputs import field
 
 TEXT = ("text", "sentence", "text_a", "sentence1", "question1", "premise")
@@ -27,7 +27,7 @@ class Context:
     """What every decoder may need: the tokenizer (truncating to `max_length`), its ids, the labels."""
 
     tokenizer: object          # tokenizers.Tokenizer, truncation set to max_length
-    info: object               # bertcli.tokenizer.TokenizerInfo
+    info: object               # bertcli.tokenization.load.TokenizerInfo
     labels: tuple[str, ...] | None
     max_length: int
     options: dict

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.export.decode import TEXT, decoder, softmax
 from bertcli.export.inputs import field
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.export.inputs import read_records
 from bertcli.io import records
 

@@ -28,10 +28,12 @@ from typing import Iterator
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
+from bertcli.core.paths import check_output_dir
+from bertcli.tokenization.load import load_tokenizer
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -161,9 +163,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     """Write the features of every text of `input` to `out`; returns a summary."""
     import torch
 
-    from bertcli.paths import check_output_dir
     from bertcli.model import load_checkpoint
-    from bertcli.tokenizer import load_tokenizer
     from bertcli.train.precision import resolve_device
 
     out = Path(out)

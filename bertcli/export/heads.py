@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from bertcli.errors import UserError, did_you_mean
+from bertcli.core.errors import UserError, did_you_mean
+from bertcli.model.hf import read_config
 
 DYNAMIC_AXES = ("batch", "sequence")
 
@@ -80,8 +81,6 @@ def _run_classifier(model, input_ids, attention_mask, token_type_ids) -> dict:
 
 def checkpoint_head(directory: Path) -> str:
     """The load_checkpoint head that matches config.json's architectures."""
-    from bertcli.model.hf import read_config
-
     arch = architecture(directory)
     heads = read_config(directory).spec.architectures
     return next((head for head, name in heads.items() if name == arch), "pretraining")

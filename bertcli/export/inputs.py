@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding, read_lines
 

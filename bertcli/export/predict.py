@@ -21,11 +21,16 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.decode import Context, make_decoder
-from bertcli.export.heads import read_json
+from bertcli.export.heads import detect_kind, exportable, HEADS, read_json
+from bertcli.export.graph import max_length as longest
+from bertcli.model.hf import read_config
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.core.paths import check_output_file
+from bertcli.export.inputs import check_input, count_records, read_records
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -102,11 +107,6 @@ def is_bundle(path: Path) -> bool:
 def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, batch_size: int = 32,
                max_length: Optional[int] = None, **options) -> Predictor:
     """A Predictor for a checkpoint (PyTorch) or an export bundle / .onnx file (ONNX Runtime)."""
-    from bertcli.export.graph import max_length as longest
-    from bertcli.export.heads import HEADS, detect_kind, exportable
-    from bertcli.model.hf import read_config
-    from bertcli.tokenizer import load_tokenizer
-
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist", fix="give a checkpoint directory, an export bundle or a model.onnx")
@@ -168,8 +168,6 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
 def check_output(out: Optional[Path]) -> None:
     """The output file's directory must be writable, before any work starts."""
     if out is not None:
-        from bertcli.paths import check_output_file
-
         check_output_file(out, "the predictions", "--out")
 
 
@@ -179,8 +177,6 @@ def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task:
                 encoding: Optional[str] = None) -> dict:
     """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
     written under a temporary name and renamed when complete). Returns a summary."""
-    from bertcli.export.inputs import check_input, count_records, read_records
-
     check_input(input_file, encoding)
     check_output(out)
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,

@@ -21,8 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bertcli import __version__, console
-from bertcli.errors import UserError
+from bertcli import __version__
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.paths import check_output_dir
+from bertcli.export.backend import OrtBackend, require_onnx, TorchBackend
+from bertcli.export import graph
+from bertcli.export.heads import architecture, detect_kind, exportable
+from bertcli.model.hf import read_config, weight_files
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.export.dev import evaluate, load_dev
+from bertcli.export.verify import Check, compare, verification_batches
+from bertcli.export.predict import open_model, Predictor
 
 
 VERIFY_MAX_TOKENS = 1024
@@ -55,7 +65,6 @@ def check_out_dir(out: Path, force: bool) -> None:
                             fix="give a new or empty directory (bertcli never overwrites other files)")
         if not force:
             raise UserError(f"--out {out} already holds a bundle", fix="add --force to replace it, or choose another --out")
-    from bertcli.paths import check_output_dir
 
     check_output_dir(out, "the export bundle", "--out")
 
@@ -63,15 +72,8 @@ def check_out_dir(out: Path, force: bool) -> None:
 def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
                quantize: Optional[str] = None, dev: Optional[Path] = None, verify: bool = True,
                force: bool = False) -> ExportResult:
-    from bertcli.export.backend import require_onnx
-
     require_onnx()
-    from bertcli.export import graph
-    from bertcli.export.heads import detect_kind, exportable
     from bertcli.model.checkpoint import copy_tokenizer
-    from bertcli.model.hf import read_config, weight_files
-    from bertcli.tokenizer import load_tokenizer
-
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.
     if opset < graph.MIN_OPSET:
@@ -89,8 +91,6 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
     check_out_dir(out, force)
     dev_set = None
     if dev is not None:
-        from bertcli.export.dev import load_dev
-
         dev_set = load_dev(dev, kind.task, config.labels)
 
     console.log(f"exporting {checkpoint} as {kind.task} ({config.family}, opset {opset}"
@@ -114,9 +114,6 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
 
 
 def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify) -> dict:
-    from bertcli.export import graph
-    from bertcli.export.backend import OrtBackend, TorchBackend
-    from bertcli.export.verify import compare, verification_batches
     from bertcli.model.checkpoint import copy_tokenizer
 
     copy_tokenizer(checkpoint, tmp)
@@ -129,9 +126,6 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
     batches = verification_batches(tok.tokenizer, tok.pad_id, list(module.input_names), min(max_len, VERIFY_MAX_TOKENS))
     dev_metrics: dict = {}
     if dev_set is not None:
-        from bertcli.export.dev import evaluate
-        from bertcli.export.predict import Predictor
-
         records, gold, metric = dev_set
         torch_predictor = Predictor(kind.task, reference, tok, config.labels, min(max_len, 512), checkpoint)
         dev_metrics["pytorch_fp32"] = evaluate(torch_predictor, records, gold, metric)
@@ -150,9 +144,6 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         if verify:
             checks["int8"] = _verify(reference, tmp / "model.onnx", batches, "int8")
         if dev_set is not None:
-            from bertcli.export.dev import evaluate
-            from bertcli.export.predict import open_model
-
             records, gold, metric = dev_set
             for name, path in (("onnx_fp32", fp32_path), ("onnx_int8", tmp / "model.onnx")):
                 p = open_model(path, task=kind.task, max_length=min(max_len, 512))
@@ -183,9 +174,6 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
 
 
 def _verify(reference, path: Path, batches, precision: str):
-    from bertcli.export.backend import OrtBackend
-    from bertcli.export.verify import Check, compare
-
     try:
         candidate = OrtBackend(path)
         return compare(reference, candidate, batches, precision)
@@ -198,8 +186,6 @@ def _verify(reference, path: Path, batches, precision: str):
 
 
 def _arch(checkpoint: Path) -> str:
-    from bertcli.export.heads import architecture
-
     return architecture(checkpoint)
 
 

@@ -23,10 +23,26 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.machine import advise_threads
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.machine import advise_threads
 from bertcli.finetune.task import Features, Hyper, Task
+from bertcli.train.precision import (
+    autocast,
+    check_precision,
+    clip_and_check,
+    make_grad_scaler,
+    optimizer_step,
+    resolve_device,
+    StepGuard,
+)
+from bertcli.train.optim import build_optimizer
+from bertcli.train.schedule import build_scheduler
+from bertcli.model import load_checkpoint, save_checkpoint
+from bertcli.model.heads import init_weights
+from bertcli.core.fs import building
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.finetune.classification.submission import write_json
 
 
 @dataclass
@@ -90,8 +106,6 @@ def _to(batch: dict, device: torch.device) -> dict:
 def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, batch_size: int,
             device: torch.device, precision: str):
     """The task's predictions for `split` (one per example, in order)."""
-    from bertcli.train.precision import autocast
-
     was_training = model.training
     model.eval()
     collected: list = [None] * len(data)
@@ -114,10 +128,6 @@ def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, d
 def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
         pad_id: int) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch."""
-    from bertcli.train.optim import build_optimizer
-    from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
-    from bertcli.train.schedule import build_scheduler
-
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -196,15 +206,11 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
 
 def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):
     """The checkpoint with the task's head; (model, LoadReport)."""
-    from bertcli.model import load_checkpoint
-
     torch.manual_seed(seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head=task.head, dropout=cfg.dropout, **task.model_kwargs)
     if report.fresh:                   # never encoder tensors: a missing one is a UserError
         console.log(f"{task.name}: the {task.head} head starts fresh ({checkpoint} has none for this task)")
     if init == "random":
-        from bertcli.model.heads import init_weights
-
         init_weights(model)
     if cfg.freeze_encoder:
         for name, p in model.encoder.named_parameters():
@@ -217,12 +223,6 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
-    from bertcli.model import save_checkpoint
-    from bertcli.stages import building
-    from bertcli.tokenizer import load_tokenizer
-    from bertcli.train.precision import check_precision, resolve_device
-    from bertcli.finetune.classification.submission import write_json
-
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune.engine import run_task
 from bertcli.finetune.task import Task
 from bertcli.model.hf import read_config
-from bertcli.paths import check_output_dir
-from bertcli.tokenizer import LOADABLE
+from bertcli.core.paths import check_output_dir
+from bertcli.tokenization.load import LOADABLE
 
 
 def default_out(checkpoint: Path, kind: str) -> Path:

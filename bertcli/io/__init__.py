@@ -1,5 +1,5 @@
 """Reading the user's files, the one way every command reads them (base layer: imports only
-`bertcli.errors` and `bertcli.hub`).
+`bertcli.core.errors` and `bertcli.core.hub`).
 
     text.py     bytes -> lines: decompression, encodings (UTF-8, UTF-8/UTF-16 BOMs, --encoding),
                 bounded lines (corpus.max_line_bytes), one message for bytes that do not decode

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 _TYPES = ((type(None), "null"), (bool, "a boolean"), (int, "an integer"), (float, "a number"),
           (str, "a string"), (list, "an array"), (tuple, "an array"), (dict, "an object"))

@@ -15,7 +15,7 @@ A `Table` is the records of one file or dataset split, streamed, each with where
     .json       JSON lines, an array of objects, or an object holding one list of objects
     .parquet    one record per row, read in record batches
     directory   a `datasets` save_to_disk directory (one Dataset, or a DatasetDict's split)
-    hub name    `datasets.load_dataset(name)` (through bertcli.hub)
+    hub name    `datasets.load_dataset(name)` (through bertcli.core.hub)
 
 Rules shared by every format: a header naming one column twice is refused; a row with another
 number of fields than the header is an error (or skipped and counted, when the caller asks);
@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.io.text import LineOptions, ReadStats, read_all, read_lines, suffix
+from bertcli.io.records import json_type
+from bertcli.core.hub import load_hub
 
 FORMATS = {".txt": "text", ".text": "text", ".raw": "text", ".jsonl": "jsonl", ".ndjson": "jsonl",
            ".json": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv"}
@@ -188,8 +190,6 @@ def parse_json(text: str, where: str, fix: str):
 
 def _object(rec, where: str) -> dict:
     if not isinstance(rec, dict):
-        from bertcli.io.records import json_type
-
         raise UserError(f"expected a JSON object, got {json_type(rec)}", where=where,
                         fix='each record is one object, e.g. {"text": "...", "label": "..."}')
     return rec
@@ -321,15 +321,11 @@ def saved_splits(folder: Path) -> dict[str, Table]:
 
 
 def hub_splits(name: str, config: str | None = None, local_hint: str = "use local files") -> dict[str, Table]:
-    from bertcli.hub import load_hub
-
     return dict_splits(load_hub(name, config, where=f"--hub {name}", local_hint=local_hint),
                        f"{name}/{config}" if config else name)
 
 
 def hub_table(name: str, config: str | None, split: str, where: str, local_hint: str) -> Table:
-    from bertcli.hub import load_hub
-
     return dataset_table(load_hub(name, config, split=split, where=where, local_hint=local_hint),
                          f"{name} ({split})")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024   # = sections.CorpusConfig.max_line_bytes' default
 DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}

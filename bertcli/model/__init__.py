@@ -1,5 +1,5 @@
 """One encoder for BERT, RoBERTa, ALBERT and ModernBERT, its heads, and Hugging Face checkpoints.
-What makes each family is its spec in bertcli.model.families (`family_spec(name)`,
+What makes each family is its spec in bertcli.config.families (`family_spec(name)`,
 `model.config.spec`).
 
 CONTRACT (used by the trainer, fill-mask and fine-tuning)
@@ -45,8 +45,8 @@ _EXPORTS = {
     "build_model": "heads", "PreTrainingModel": "heads", "PreTrainingOutput": "heads",
     "SequenceClassifier": "heads", "TokenClassifier": "task_heads", "SpanExtractor": "task_heads",
     "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
-    "LoadReport": "checkpoint", "unwrap": "checkpoint", "read_config": "hf", "EncoderConfig": "config",
-    "encoder_config": "config", "Encoder": "encoder", "EncoderOutput": "encoder",
+    "LoadReport": "checkpoint", "unwrap": "checkpoint", "read_config": "hf", "EncoderConfig": "bertcli.config.model",
+    "encoder_config": "bertcli.config.model", "Encoder": "encoder", "EncoderOutput": "encoder",
     "parameter_counts": "count", "flops_per_token": "count",
 }
 __all__ = list(_EXPORTS)
@@ -55,4 +55,5 @@ __all__ = list(_EXPORTS)
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'bertcli.model' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"bertcli.model.{_EXPORTS[name]}"), name)
+    where = _EXPORTS[name]
+    return getattr(importlib.import_module(where if "." in where else f"bertcli.model.{where}"), name)

@@ -19,16 +19,16 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.model.config import EncoderConfig
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.config.model import EncoderConfig
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
-from bertcli.model.families import FamilySpec
+from bertcli.config.families import FamilySpec
 from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
                               to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.model.validate import check_checkpoint
-from bertcli.stages import write_atomic
+from bertcli.core.fs import write_atomic
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from bertcli.model.config import encoder_config
+from bertcli.config.model import encoder_config
 from bertcli.model.heads import PreTrainingModel
-from bertcli.model.families import FAMILIES
-from bertcli.sections import ModelConfig
+from bertcli.config.families import FAMILIES
+from bertcli.config.sections import ModelConfig
 
 # The padding id each family's tokenizer uses (it only decides RoBERTa's position offset here).
 DEFAULT_PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}

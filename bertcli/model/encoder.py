@@ -1,5 +1,5 @@
 """One transformer encoder for every family (BERT, RoBERTa, ALBERT, ModernBERT); the families
-differ only in config and in the flags of their spec (bertcli.model.families).
+differ only in config and in the flags of their spec (bertcli.config.families).
 
     ids [B, T] -> embeddings (word [+ token type] [+ position], LayerNorm, dropout)   [N, E]
                -> E -> H projection (ALBERT, or any E != H)                        [N, H]
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertcli.model.config import EncoderConfig
+from bertcli.config.model import EncoderConfig
 from bertcli.model.positions import AttentionInputs, rotary, window_mask
 
 

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.model.families import FAMILIES
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.config.families import FAMILIES
 from bertcli.model.hf import read_config, weight_files
-from bertcli.tokenizer import load_tokenizer
+from bertcli.tokenization.load import load_tokenizer
 
 # any family's spelling is accepted in the text, whatever the model's
 MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))

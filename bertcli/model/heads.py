@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertcli.model.config import EncoderConfig, encoder_config
+from bertcli.config.model import EncoderConfig, encoder_config
 from bertcli.model.encoder import Encoder, activation, bucketed, first_positions, layer_norm, linear
-from bertcli.sections import ModelConfig
+from bertcli.config.sections import ModelConfig
 
 
 @dataclass

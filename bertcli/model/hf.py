@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Union
 
 from bertcli import __version__
-from bertcli.errors import UserError
-from bertcli.model.config import EncoderConfig
-from bertcli.model.families import FAMILIES, FamilySpec, spec_for_model_type
+from bertcli.core.errors import UserError
+from bertcli.config.model import EncoderConfig
+from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
 
 # Heads whose config.json carries id2label / label2id.
@@ -216,14 +216,30 @@ def read_config(directory: Union[str, Path], head: str = "pretraining") -> Encod
     return from_hf_config(data, str(path), head)
 
 
+def confined_shard(directory: Path, name: object, index: Path) -> Path:
+    """The shard file `name` of an index, refused unless it is a relative path that resolves
+    (symlinks followed) inside `directory`: an index must not make bertcli read other files."""
+    if not isinstance(name, str) or not name:
+        raise UserError(f"the safetensors index names a shard {name!r} that is not a file name", where=str(index))
+    root = Path(directory).resolve()
+    path = Path(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise UserError(f"the safetensors index names a shard outside the checkpoint directory: {name!r}",
+                        where=str(index), fix="shards must be files inside the checkpoint directory, named relative to it")
+    full = (Path(directory) / path).resolve()
+    if not full.is_relative_to(root):
+        raise UserError(f"shard {name!r} resolves to {full}, outside the checkpoint directory {root} "
+                        "(a symbolic link)", where=str(index),
+                        fix="copy the shard into the checkpoint directory instead of linking to it")
+    return Path(directory) / path
+
+
 def weight_files(directory: Path) -> list[Path]:
     """The safetensors file(s) of a checkpoint; a clear error for pickles or nothing at all."""
     single, index = directory / "model.safetensors", directory / "model.safetensors.index.json"
     if single.is_file():
         return [single]
     if index.is_file():
-        from bertcli.model.validate import confined_shard
-
         try:
             shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from bertcli.model.config import EncoderConfig
-from bertcli.model.families import FamilySpec
+from bertcli.config.model import EncoderConfig
+from bertcli.config.families import FamilySpec
 
 WeightMap = dict[str, list[tuple[str, ...]]]
 

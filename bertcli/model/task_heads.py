@@ -19,8 +19,9 @@ from typing import Optional
 
 from torch import Tensor, nn
 
-from bertcli.model.config import EncoderConfig
+from bertcli.config.model import EncoderConfig
 from bertcli.model.encoder import Encoder
+from bertcli.model.heads import init_weights, prediction_head
 
 
 class TokenClassifier(nn.Module):
@@ -32,7 +33,6 @@ class TokenClassifier(nn.Module):
         super().__init__()
         if c.labels is None:
             raise ValueError("TokenClassifier needs config.labels")
-        from bertcli.model.heads import init_weights, prediction_head
 
         self.config = c
         self.encoder = Encoder(c)
@@ -64,7 +64,6 @@ class SpanExtractor(nn.Module):
 
     def __init__(self, c: EncoderConfig):
         super().__init__()
-        from bertcli.model.heads import init_weights, prediction_head
 
         self.config = c
         self.encoder = Encoder(c)

@@ -3,8 +3,6 @@
     check_checkpoint(directory, c, head)  config.json's shapes against the safetensors headers
                                           (no tensor read, no weights allocated), then the
                                           directory's tokenizer against the model
-    confined_shard(directory, name, index)  a shard named by model.safetensors.index.json, only
-                                          when it resolves inside the checkpoint directory
 
 config.json is input like any other: a `vocab_size` of 10^12 must be a message, not an attempt to
 allocate terabytes. The expected shape of every encoder tensor comes from a model built on
@@ -18,34 +16,17 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
+from bertcli.model.hf import is_encoder_param, weight_files, weight_map
+from bertcli.config.families import FAMILIES
+from bertcli.tokenization.load import load_tokenizer, LOADABLE
 
 FIX = "config.json and model.safetensors do not belong together (or config.json was edited)"
-
-
-def confined_shard(directory: Path, name: object, index: Path) -> Path:
-    """The shard file `name` of an index, refused unless it is a relative path that resolves
-    (symlinks followed) inside `directory`: an index must not make bertcli read other files."""
-    if not isinstance(name, str) or not name:
-        raise UserError(f"the safetensors index names a shard {name!r} that is not a file name", where=str(index))
-    root = Path(directory).resolve()
-    path = Path(name)
-    if path.is_absolute() or ".." in path.parts:
-        raise UserError(f"the safetensors index names a shard outside the checkpoint directory: {name!r}",
-                        where=str(index), fix="shards must be files inside the checkpoint directory, named relative to it")
-    full = (Path(directory) / path).resolve()
-    if not full.is_relative_to(root):
-        raise UserError(f"shard {name!r} resolves to {full}, outside the checkpoint directory {root} "
-                        "(a symbolic link)", where=str(index),
-                        fix="copy the shard into the checkpoint directory instead of linking to it")
-    return Path(directory) / path
 
 
 def header_shapes(directory: Path, rename: Callable[[str], str] = lambda k: k) -> dict[str, tuple[int, ...]]:
     """Tensor name -> shape of every tensor of the checkpoint, from the safetensors headers only."""
     from safetensors import safe_open
-
-    from bertcli.model.hf import weight_files
 
     shapes: dict[str, tuple[int, ...]] = {}
     for path in weight_files(Path(directory)):
@@ -73,8 +54,6 @@ def check_shapes(directory: Path, c, head: str, rename: Callable[[str], str] = l
     import torch
 
     from bertcli.model.encoder import Encoder
-    from bertcli.model.hf import is_encoder_param, weight_map
-
     where = str(Path(directory) / "config.json")
     shapes = header_shapes(directory, rename)
     base = _base(shapes, c.spec.hf_prefix)
@@ -115,8 +94,6 @@ def check_tokenizer(tok, c, where: str) -> None:
     """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
     the model's padding id (RoBERTa's positions count from it), and the family's special tokens
     (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
-    from bertcli.model.families import FAMILIES
-
     problems = []
     if tok.vocab_size > c.vocab_size:
         problems.append(f"the tokenizer has {tok.vocab_size:,} tokens, the model {c.vocab_size:,} embeddings")
@@ -141,8 +118,6 @@ def check_tokenizer(tok, c, where: str) -> None:
 def check_checkpoint(directory: Path, c, head: str, rename: Callable[[str], str] = lambda k: k) -> None:
     """What load_checkpoint calls before building the model: shapes, then the tokenizer when
     the directory has one."""
-    from bertcli.tokenizer import LOADABLE, load_tokenizer
-
     check_shapes(directory, c, head, rename)
     if any((Path(directory) / n).is_file() for n in LOADABLE):
         check_tokenizer(load_tokenizer(directory), c, str(directory))

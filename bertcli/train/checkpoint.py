@@ -42,9 +42,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.paths import check_space, saving
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.paths import check_space, saving
+from bertcli.core.fs import building
 
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
@@ -240,8 +241,6 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
     writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
     Refuses non-finite weights, and a disk without room for it, before writing anything."""
-    from bertcli.stages import building  # temporary name, recipe.yaml, rename when complete
-
     path = Path(path)
     state = state if isinstance(state, TrainState) else TrainState.from_state_dict(state)
     _refuse_nonfinite(path, model, state.step)
@@ -265,8 +264,6 @@ def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step
     """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
     without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
     extending a finished run read). The same refusals as `save`."""
-    from bertcli.stages import building
-
     path = Path(path)
     _refuse_nonfinite(path, model, step)
     needed = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + (1 << 20)

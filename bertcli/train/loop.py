@@ -22,18 +22,19 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from bertcli.testhooks import pause_point
-from bertcli.errors import UserError
-from bertcli.train import checkpoint as ckpt_io
+from bertcli.core.testhooks import pause_point
+from bertcli.core.errors import UserError
+from bertcli.train import checkpoint as ckpt_io, memory
 from bertcli.train.heap import release_free_memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
-from bertcli.train.phases import (Phase, PhaseLR, budget_multiplier, budget_seconds, phase_of, plan, progress,
-                                   state_value)
+from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
+from bertcli.train.phases import PhaseLR, budget_multiplier, progress, state_value
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
+from bertcli.core import console
 
 # Interval sums kept per process between log steps (all-reduced when logged / checkpointed).
 SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "sequences", "tokens")
@@ -43,7 +44,7 @@ SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "seque
 class TrainInputs:
     """What the loop needs from the earlier stages (kept abstract so tests can pass stand-ins)."""
 
-    recipe: Any                      # bertcli.recipe.Recipe
+    recipe: Any                      # bertcli.config.recipe.Recipe
     model: torch.nn.Module           # PreTrainingModel on the CPU, initialized
     train_dataset: Any               # torch Dataset, items (epoch, index) -> row
     val_dataset: Any | None
@@ -55,7 +56,7 @@ class TrainInputs:
     dist: Dist = field(default_factory=Dist)
     resume: ckpt_io.Checkpoint | None = None
     inputs_sha256: dict = field(default_factory=dict)  # tokenizer_sha256 / data_sha256, recorded in checkpoints
-    # Multi-phase runs: the plan (None: bertcli.train.phases.plan(recipe)); the data above is the
+    # Multi-phase runs: the plan (None: bertcli.config.phases.plan(recipe)); the data above is the
     # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
     phases: list[Phase] | None = None
     open_phase: Callable | None = None
@@ -189,8 +190,6 @@ class Trainer:
         free memory at the phase's longest rows, from probe forward passes
         (bertcli.train.memory); a size or a model that cannot fit is a UserError here, before the
         phase's first step."""
-        from bertcli.train import memory
-
         cfg, d = ph.recipe.train, self.d
         auto = cfg.micro_batch_size == "auto"
         local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
@@ -204,8 +203,6 @@ class Trainer:
         p = memory.plan(local, static, per_seq, fixed, available, source, None if auto else requested, length)
         micro = min(all_gather_json(d, p.micro))          # every process accumulates the same number
         if auto and d.main:
-            from bertcli import console
-
             console.log(f"train.micro_batch_size auto: {p.describe(local, length)}" +
                         (f"; {micro} to match the other processes" if micro != p.micro else ""))
         return split_batch(cfg.batch_size, d.world_size, micro)

@@ -25,8 +25,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from bertcli.errors import UserError
-from bertcli.paths import human_bytes
+from bertcli.core.errors import UserError
+from bertcli.core.paths import human_bytes
 
 MARGIN = 1.5          # transient buffers and fragmentation on top of the saved activations
 RESERVE = 256 << 20   # left to the rest of the process (data loader, Python, CUDA context)

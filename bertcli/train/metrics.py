@@ -20,9 +20,9 @@ from pathlib import Path
 from rich.progress import ProgressColumn
 from rich.text import Text
 
-from bertcli import console
-from bertcli.paths import saving
-from bertcli.stages import write_text_atomic
+from bertcli.core import console
+from bertcli.core.paths import saving
+from bertcli.core.fs import write_text_atomic
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
 TIMING_KEYS = ("tokens_per_s", "train_seconds")

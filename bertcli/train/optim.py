@@ -11,7 +11,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
 

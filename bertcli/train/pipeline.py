@@ -23,15 +23,24 @@ from typing import Any, Optional
 
 import torch
 
-from bertcli import console
-from bertcli.errors import UserError
-from bertcli.machine import advise_threads
-from bertcli.recipe import Recipe, load_recipe
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.core.machine import advise_threads
+from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
-from bertcli.train.phases import budget_seconds, format_seconds, phase_of, plan, stage_name
+from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
+from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
+from bertcli.data.build import ensure_data
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.core.locks import run_lock
+from bertcli.data.collator import PretrainCollator
+from bertcli.data.dataset import load_data, PretrainDataset
+from bertcli.model import build_model, parameter_counts, save_checkpoint
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.train.loop import PhaseData, Trainer, TrainInputs
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
 # Sections whose change makes another run (train keys listed below may change on --resume).
@@ -54,7 +63,7 @@ class PretrainResult:
     interrupted: Optional[int] = None               # signal number when stopped by a signal
     train_seconds: float = 0.0                      # training time (a budgeted run's clock)
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
-    phases: list = field(default_factory=list)      # bertcli.train.phases.Phase of a multi-phase run
+    phases: list = field(default_factory=list)      # bertcli.config.phases.Phase of a multi-phase run
 
 
 # ----------------------------------------------------------------------- recipe comparison
@@ -192,9 +201,6 @@ def _stages(recipe: Recipe, d: distributed.Dist):
     """Tokenizer and data (StageResults). The main process builds what is missing while the
     others wait; then each node's first process checks (a node without a shared filesystem
     builds its own copy, deterministically the same), then everyone loads."""
-    from bertcli.data.build import ensure_data
-    from bertcli.tokenizer import ensure_tokenizer
-
     def both():
         return ensure_tokenizer(recipe), ensure_data(recipe)
 
@@ -211,8 +217,6 @@ def _stages(recipe: Recipe, d: distributed.Dist):
 # ---------------------------------------------------------------------------------- run
 def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
-    from bertcli.locks import run_lock
-
     d = distributed.init(recipe.train.device)
     try:
         # one process per run directory: a second run on it fails at once, naming the holder
@@ -223,12 +227,6 @@ def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = Fal
 
 
 def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
-    from bertcli.data.collator import PretrainCollator
-    from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.model import build_model, parameter_counts, save_checkpoint
-    from bertcli.tokenizer import load_tokenizer
-    from bertcli.train.loop import Trainer, TrainInputs
-
     check_precision(recipe.train.precision, d.device)
     advise_threads(d.device)
     run_dir = recipe.out
@@ -309,10 +307,6 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
 def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
     """A later phase's data for the trainer: its stage (built when missing, as at the start of a
     run) loaded as the loop reads it."""
-    from bertcli.data.collator import PretrainCollator
-    from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.train.loop import PhaseData
-
     _, data_result = _stages(ph.recipe, d)
     data_result = stage_name(data_result, ph)
     result.stages.append(data_result)

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import torch
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 

@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
+from bertcli.core.fs import write_text_atomic
 
 CACHE = ".content-sha256.json"
 
@@ -27,8 +28,6 @@ def _files(directory: Path, patterns: Iterable[str]) -> list[Path]:
 
 def content_sha256(directory: Path | str, patterns: Iterable[str]) -> str:
     """sha256 over the relative names and bytes of the files matching `patterns` (recursive)."""
-    from bertcli.stages import write_text_atomic
-
     directory = Path(directory)
     files = _files(directory, patterns)
     manifest = {p.relative_to(directory).as_posix(): [p.stat().st_size, p.stat().st_mtime_ns] for p in files}

@@ -16,7 +16,7 @@ from typing import Iterator
 import numpy as np
 from torch.utils.data import Sampler
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 
 class EpochOrder:

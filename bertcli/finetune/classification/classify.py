@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError, closest
+from bertcli.core import console
+from bertcli.core.errors import UserError, closest
 from bertcli.finetune import runner
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec

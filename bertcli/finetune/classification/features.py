@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertcli import console
+from bertcli.core import console
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.task import Features
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bertcli.errors import UserError, did_you_mean
+from bertcli.core.errors import UserError, did_you_mean
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
 

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bertcli.errors import UserError, require_finite
+from bertcli.core.errors import UserError, require_finite
 from bertcli.finetune.classification.glue import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 from bertcli.io import records, tables
 from bertcli.io.tables import Table

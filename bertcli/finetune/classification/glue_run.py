@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification import metrics
 from bertcli.finetune.classification.glue import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides

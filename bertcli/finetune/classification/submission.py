@@ -16,7 +16,7 @@ import numpy as np
 
 from bertcli.finetune.classification.glue import TaskSpec
 from bertcli.finetune.classification.labels import LabelSpec
-from bertcli.stages import write_text_atomic as write_text
+from bertcli.core.fs import write_text_atomic as write_text
 
 
 def prediction_strings(task: LabelSpec | TaskSpec, predictions: np.ndarray) -> list[str]:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, read_all
+from bertcli.core import console
 
 
 @dataclass
@@ -194,8 +195,6 @@ def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str |
 def _report(b: "_Builder") -> None:
     b.split.repaired, b.split.dropped = b.repaired, b.dropped
     if b.repaired or b.dropped:
-        from bertcli import console
-
         console.log(f"{b.split.source}: {b.repaired:,} answer_start values moved to the nearest occurrence "
                     f"of their text, {b.dropped:,} answers left out (finetune.squad.bad_answers={b.bad_answers})")
 

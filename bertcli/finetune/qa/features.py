@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune.qa.data import SquadSplit
 
 CHUNK = 4096  # texts per encode_batch call

@@ -22,14 +22,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.qa import metrics as squad_metrics
 from bertcli.finetune.qa.data import SquadSplit, load_squad
 from bertcli.finetune.qa.decode import Decoded, decode
 from bertcli.finetune.qa.features import build_features
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
+from bertcli.finetune.classification.submission import write_json
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
@@ -144,8 +145,6 @@ class SquadTask(Task[SquadSplit, Decoded]):
         return line
 
     def write_predictions(self, split: SquadSplit, predictions: Decoded, directory: Path, kind: str) -> list[Path]:
-        from bertcli.finetune.classification.submission import write_json
-
         directory = Path(directory)
         nbest = {q: [{k: x[k] for k in ("text", "probability", "start_logit", "end_logit", "answer_start")}
                      for x in entries] for q, entries in predictions.nbest.items()}

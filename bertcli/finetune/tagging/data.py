@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, read_lines
 

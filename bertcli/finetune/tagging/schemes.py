@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 SCHEMES = ("iob1", "iob2", "bioes")
 PREFIXES = set("BIES")

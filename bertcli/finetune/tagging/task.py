@@ -21,14 +21,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 from bertcli.finetune.tagging.windows import align, owners, windows
-from bertcli.stages import write_text_atomic
+from bertcli.core.fs import write_text_atomic
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):

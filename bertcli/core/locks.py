@@ -24,8 +24,8 @@ import socket
 from pathlib import Path
 from typing import Iterator
 
-from bertcli import console
-from bertcli.errors import UserError
+from bertcli.core import console
+from bertcli.core.errors import UserError
 
 
 def lock_path(directory: Path) -> Path:

@@ -4,7 +4,7 @@
 `resolve_model` fills them from the family's spec (`recipe.resolve` calls it); `EncoderConfig`
 is what the modules are built from: every field concrete, plus what comes from the tokenizer
 (vocabulary size, padding id) and the head (labels). Behaviour that is the family's, not a
-setting, is read from `config.spec` (bertcli.model.families).
+setting, is read from `config.spec` (bertcli.config.families).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from bertcli.errors import UserError
-from bertcli.model.families import FAMILIES, FamilySpec, family_spec, position_offset
-from bertcli.sections import ModelConfig
+from bertcli.core.errors import UserError
+from bertcli.config.families import FAMILIES, FamilySpec, family_spec, position_offset
+from bertcli.config.sections import ModelConfig
 
 ACTIVATIONS = ("gelu", "gelu_new")
 

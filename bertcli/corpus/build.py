@@ -33,12 +33,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from bertcli import console
-from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
-from bertcli.errors import UserError
-from bertcli.recipe import Recipe
-from bertcli.sections import CorpusConfig
-from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.core import console
+from bertcli.corpus.readers import ReadStats, Resolved, read_source, resolve
+from bertcli.core.errors import UserError
+from bertcli.config.recipe import Recipe
+from bertcli.config.sections import CorpusConfig
+from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
+from bertcli.core.fs import building
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
 CORPUS_VERSION = STAGE_VERSIONS["corpus"]

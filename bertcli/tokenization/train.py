@@ -1,16 +1,6 @@
-"""Tokenizer stage: train WordPiece (default), byte-level BPE or Unigram with `tokenizers` and
-write a Hugging Face-compatible directory.
-
-CONTRACT (used by the data builder, trainer, fill-mask and fine-tuning):
-
-    run_tokenize(recipe, force=False) -> StageResult      # `bertcli tokenize`
-    ensure_tokenizer(recipe) -> StageResult              # reuse when complete, else build
-    load_tokenizer(path) -> TokenizerInfo                # any HF tokenizer dir (tokenizer.json or vocab.txt)
-
-    TokenizerInfo fields: path, tokenizer (tokenizers.Tokenizer, with its post-processor),
-    kind ("wordpiece" | "bpe" | "unigram"), vocab_size (len incl. special tokens),
-    pad_id, unk_id, cls_id, sep_id, mask_id (for roberta: cls = <s>, sep = </s>),
-    special_ids (frozenset of all special-token ids).
+"""Training a tokenizer: WordPiece (default), byte-level BPE or Unigram with `tokenizers`, and
+writing a Hugging Face-compatible directory (the tokenizer stage, tokenization/build.py, runs
+it on the corpus; tokenization/load.py reads any such directory back).
 
 Special-token sets and their ids (first ids of the vocabulary, in this order):
     bert:    [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4
@@ -32,48 +22,23 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import unicodedata
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from bertcli import console, reproducible
-from bertcli.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts, unk_warning
-from bertcli.errors import UserError
-from bertcli.model.families import FAMILIES, family_spec
-from bertcli.recipe import Recipe
-from bertcli.sections import TokenizerConfig
-from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+from bertcli.config.families import family_spec
+from bertcli.config.sections import TokenizerConfig
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.tokenization import reproducible
+from bertcli.tokenization.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts
+from bertcli.tokenization.load import CJK_CHAR, CJK_RANGES, ROLES, SPECIAL_TOKENS
 
-TOKENIZER_VERSION = STAGE_VERSIONS["tokenizer"]
-INFO_FILE = "tokenizer_info.json"
-ROLES = ("pad", "unk", "cls", "sep", "mask")
-# token per role, in vocabulary order (the order is the id): each family's set (FamilySpec.special_tokens)
-SPECIAL_TOKENS = {name: dict(spec.special_tokens) for name, spec in FAMILIES.items()}
 EVAL_MAX_SENTENCES = 20000
-# CJK ideographs: the ranges of BERT's tokenization._is_chinese_char, which the BERT normalizer
-# splits into single characters (also the data stage's test for Chinese text).
-_CJK = ("\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f"
-        "\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f")
-_WORDS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
-CJK_CHAR = re.compile(f"[{_CJK}]")
+_WORDS = re.compile(f"[{CJK_RANGES}]|[^\\s{CJK_RANGES}]+")
 
 
-@dataclass
-class TokenizerInfo:
-    path: Path
-    tokenizer: Tokenizer
-    kind: str
-    vocab_size: int
-    pad_id: int
-    unk_id: int
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    special_ids: frozenset
-    tokens: dict = field(default_factory=dict)  # role -> token string, e.g. {"cls": "[CLS]", ...}
 
 
 # --------------------------------------------------------------------------------- pipeline
@@ -130,7 +95,7 @@ def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
 
 def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.WordPieceSeed | None = None,
                 limit_alphabet: int | None = None):
-    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/reproducible.py);
+    """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/tokenization/reproducible.py);
     without it `limit_alphabet` (alphabet_limit's resolved number) or the recipe's number."""
     specials = special_tokens(cfg.special_tokens)
     explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
@@ -346,167 +311,11 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
                  "single_word": a.single_word, "special": a.special}
         for i, a in sorted(tok.get_added_tokens_decoder().items())}
     config["bertcli"] = {"kind": cfg.kind, "special_tokens": cfg.special_tokens}
-    _write_json(out / "tokenizer_config.json", config)
-    _write_json(out / "special_tokens_map.json", roles)
+    write_json(out / "tokenizer_config.json", config)
+    write_json(out / "special_tokens_map.json", roles)
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-# ------------------------------------------------------------------------------------ stage
-def tokenizer_dir(recipe: Recipe) -> Path:
-    return stage_dir(recipe, "tokenizer")
-
-
-def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
-    """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
-    rebuilds both."""
-    path = tokenizer_dir(recipe)
-    with stage_guard(path, "tokenizer"):
-        if is_complete(path) and not force:
-            return _reused(path)
-        return _build(recipe, path, force)
-
-
-def ensure_tokenizer(recipe: Recipe) -> StageResult:
-    """The cached tokenizer, built first when missing (what later stages call)."""
-    return run_tokenize(recipe)
-
-
-def _reused(path: Path) -> StageResult:
-    info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
-    _warn(info)
-    return StageResult("tokenizer", path, True, _summary(info, reused=True))
-
-
-def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
-    from bertcli.corpus import build_corpus, corpus_info, corpus_summary_rows
-
-    start = time.perf_counter()
-    corpus = build_corpus(recipe, force=force)
-    import datasets  # after the corpus: its errors need no datasets import (fast error messages)
-
-    cinfo = corpus_info(corpus.path)
-    dd = datasets.load_from_disk(str(corpus.path))
-    cfg = recipe.tokenizer
-    train_start, train_cpu = time.perf_counter(), time.process_time()
-    stats: dict = {}
-    tok = train_tokenizer(cfg, dd["train"], cinfo["alphabet"], where=recipe.source, stats=stats)
-    train_s, train_cpu = time.perf_counter() - train_start, time.process_time() - train_cpu
-    size = tok.get_vocab_size(with_added_tokens=True)
-    if size > cfg.vocab_size:
-        console.log(f"note: the trained vocabulary has {size:,} tokens, more than tokenizer.vocab_size "
-                    f"{cfg.vocab_size:,} (every character of the alphabet is kept)")
-    elif size < cfg.vocab_size:
-        console.log(f"note: the corpus only supports {size:,} tokens of the {cfg.vocab_size:,} asked "
-                    "(tokenizer.vocab_size); a larger corpus fills it")
-    unk_id = tok.token_to_id(SPECIAL_TOKENS[cfg.special_tokens]["unk"])
-    split = "validation" if len(dd["validation"]) else "train"
-    causes = UnkCauses(tok, unk_id, stats.get("counts"), cfg.min_frequency)
-    quality = measure_unk_rate(tok, unk_id, dd[split], causes)
-    with building(path, recipe) as tmp:
-        write_hf_files(tok, cfg, tmp)
-        info = {"version": TOKENIZER_VERSION, "kind": cfg.kind, "vocab_size": size, "hf_class": hf_class(cfg),
-                "corpus": str(corpus.path), "corpus_reused": corpus.reused,
-                "documents": cinfo["train"]["documents"] + cinfo["validation"]["documents"],
-                "sentences": cinfo["train"]["sentences"] + cinfo["validation"]["sentences"],
-                "characters": cinfo["train"]["characters"] + cinfo["validation"]["characters"],
-                "trained_on_documents": min(len(dd["train"]), cfg.sample_documents or len(dd["train"])),
-                "evaluated_on": split, **{f"eval_{k}": v for k, v in quality.items()},
-                # what the alphabet kept and why tokens are [UNK]: the warning above 1% (alphabet.py)
-                "min_frequency": cfg.min_frequency, "alphabet": stats.get("alphabet"),
-                "unk_causes": causes.result(),
-                "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
-                # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
-                "corpus_notes": corpus_summary_rows(cinfo)[3:]}
-        _write_json(tmp / INFO_FILE, info)
-    _warn(info)
-    return StageResult("tokenizer", path, False, _summary(info, reused=False))
-
-
-def _warn(info: dict) -> None:
-    """The [UNK] warning, each time the tokenizer is built or reused (so `pretrain` shows it)."""
-    message = unk_warning(info)
-    if message:
-        console.log(f"warning: {message}")
-
-
-def _summary(info: dict, reused: bool) -> list[tuple[str, object]]:
-    rate, tpw = info["eval_unk_rate"], info["eval_tokens_per_word"]
-    split = info["evaluated_on"]
-    return [
-        ("documents", info["documents"]),
-        ("sentences", info["sentences"]),
-        ("characters", info["characters"]),
-        ("vocab size", f"{info['vocab_size']:,} ({info['kind']}, {info['hf_class']})"),
-        (f"{split} UNK rate", "n/a" if rate is None else f"{rate:.4%}"),
-        ("avg tokens per word", "n/a" if tpw is None else f"{tpw:.3f}"),
-        ("seconds", f"{info['seconds']:.1f} (training {info['train_seconds']:.1f})"
-                    + (", when it was built" if reused else "")),
-        ("reused", reused),
-    ] + [tuple(row) for row in info.get("corpus_notes", [])]
-
-
-# ------------------------------------------------------------------------------------- load
-_FALLBACK = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>"), "cls": ("[CLS]", "<s>"),
-             "sep": ("[SEP]", "</s>"), "mask": ("[MASK]", "<mask>")}
-_KINDS = {"WordPiece": "wordpiece", "BPE": "bpe", "Unigram": "unigram"}
-LOADABLE = ("tokenizer.json", "vocab.txt")   # what load_tokenizer reads (vocab.txt: WordPiece only)
-
-
-def load_tokenizer(path) -> TokenizerInfo:
-    """Load any Hugging Face tokenizer directory: tokenizer.json (bertcli's, or one written by
-    transformers for bert/roberta/albert), or an older BERT directory with only vocab.txt;
-    special tokens are looked up by name, never assumed."""
-    path = Path(path)
-    config: dict = {}
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        if (path / name).is_file():
-            try:
-                more = json.loads((path / name).read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise UserError(f"{name} is not valid JSON: {e}", where=str(path / name))
-            if not isinstance(more, dict):
-                raise UserError(f"{name} does not hold a JSON object", where=str(path / name))
-            config.update(more)
-    file = path / LOADABLE[0]
-    if file.is_file():
-        try:
-            tok = Tokenizer.from_file(str(file))
-        except Exception as e:  # tokenizers raises a bare Exception for a malformed file
-            raise UserError(f"tokenizer.json cannot be read: {e}", where=str(file))
-    elif (path / LOADABLE[1]).is_file():  # older BERT checkpoints: the WordPiece vocabulary only
-        from tokenizers.implementations import BertWordPieceTokenizer
-
-        tok = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=bool(config.get("do_lower_case", True)))._tokenizer
-    else:
-        raise UserError(f"{path} has no tokenizer (tokenizer.json, or vocab.txt for WordPiece)", where=str(path),
-                        fix="point at a directory written by `bertcli tokenize` or by transformers' "
-                            "save_pretrained (a fast tokenizer)")
-    tok.no_truncation()
-    tok.no_padding()
-    kind = _KINDS.get(type(tok.model).__name__)
-    if kind is None:
-        raise UserError("the tokenizer is neither a WordPiece, a BPE nor a Unigram model", where=str(path))
-    tokens, ids = {}, {}
-    for role in ROLES:
-        names = [_token_name(config.get(f"{role}_token"))]
-        if role in ("cls", "sep"):
-            names.append(_token_name(config.get("bos_token" if role == "cls" else "eos_token")))
-        names += _FALLBACK[role]
-        found = next(((n, tok.token_to_id(n)) for n in names if n and tok.token_to_id(n) is not None), None)
-        if found is None:
-            raise UserError(f"the tokenizer has no {role} token (looked for {', '.join(n for n in names if n)})",
-                            where=str(path), fix=f"set {role}_token in tokenizer_config.json")
-        tokens[role], ids[role] = found
-    special = {i for i, a in tok.get_added_tokens_decoder().items() if a.special} | set(ids.values())
-    return TokenizerInfo(path=path, tokenizer=tok, kind=kind, vocab_size=tok.get_vocab_size(with_added_tokens=True),
-                         pad_id=ids["pad"], unk_id=ids["unk"], cls_id=ids["cls"], sep_id=ids["sep"],
-                         mask_id=ids["mask"], special_ids=frozenset(special), tokens=tokens)
-
-
-def _token_name(value) -> str | None:
-    if isinstance(value, dict):
-        return value.get("content")
-    return value if isinstance(value, str) else None

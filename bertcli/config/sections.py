@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
-from bertcli.model.families import FAMILY_NAMES  # pure data: the registry of model families
+from bertcli.config.families import FAMILY_NAMES  # pure data: the registry of model families
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True, signed=False):

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 SPACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
                 errno.EFBIG: "the file is larger than the file system allows"}

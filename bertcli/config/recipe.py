@@ -13,22 +13,22 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import math
-import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional
 
 import yaml
 
-from bertcli import sections
-from bertcli.errors import UserError, closest, did_you_mean
-from bertcli.model.config import resolve_model
-from bertcli.model.families import FAMILIES, family_spec
-from bertcli.model.families import position_offset as _offset
-from bertcli.sections import (
+from bertcli.config import sections
+from bertcli.config.phases import parse_duration, plan
+from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
+from bertcli.core.errors import UserError, did_you_mean
+from bertcli.config.model import resolve_model
+from bertcli.config.families import FAMILIES, family_spec
+from bertcli.config.families import position_offset as _offset
+from bertcli.config.sections import (
     CorpusConfig,
     DataConfig,
     FinetuneConfig,
@@ -37,6 +37,7 @@ from bertcli.sections import (
     TokenizerConfig,
     TrainConfig,
 )
+from bertcli.core import console
 
 
 @dataclass
@@ -147,7 +148,7 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     given = frozenset(k for k in raw if k in SECTIONS)      # sections the file itself sets
     for item in overrides:
         apply_override(raw, item, lines)
-    recipe = build(Recipe, raw, "", _Ctx(where, lines))
+    recipe = build(Recipe, raw, "", Ctx(where, lines))
     recipe.source = where
     recipe.given_sections = given               # read by check_purpose; not a recipe field
     resolve(recipe)
@@ -233,185 +234,6 @@ def apply_override(raw: dict, item: str, lines: dict[str, int]) -> None:
     lines[key] = 0  # 0 marks "from --set" in messages
 
 
-@dataclass
-class _Ctx:
-    where: str
-    lines: dict[str, int]
-
-    def at(self, path: str) -> str:
-        line = self.lines.get(path)
-        if line == 0:
-            return f"--set {path}"
-        return f"{self.where}:{line}" if line else self.where
-
-
-def build(cls: type, raw: Any, path: str, ctx: _Ctx):
-    """Build dataclass `cls` from `raw`, checking every key and value; `path` names it in messages."""
-    shorthand = _shorthand(cls)
-    if shorthand and not isinstance(raw, dict):
-        raw = {shorthand: raw}
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        name = path.rstrip(".") or "recipe"
-        raise UserError(f"{name}: expected a mapping, got {_describe(raw)}", where=ctx.at(name))
-    flds = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-    hints = typing.get_type_hints(cls)
-    for key in raw:
-        if key not in flds:
-            full = f"{path}{key}"
-            raise UserError(
-                f"{full}: unknown key" + did_you_mean(str(key), flds, prefix=path),
-                where=ctx.at(full),
-                fix=f"see `bertcli explain {path.rstrip('.') or 'recipe'}` for the valid keys",
-            )
-    kwargs = {}
-    for name, f in flds.items():
-        full = f"{path}{name}"
-        if name in raw:
-            kwargs[name] = coerce(raw[name], hints[name], full, ctx)
-            check_value(kwargs[name], f, full, ctx.at(full))
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise UserError(f"{full}: required key is missing", where=ctx.at(path.rstrip(".")))
-    return cls(**kwargs)
-
-
-def _shorthand(cls: type) -> str | None:
-    return "path" if cls is SourceConfig else None
-
-
-def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
-    """Check (and gently convert) one value against a type hint."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is object:  # free-form values checked by their own validator (train.phases[i].data)
-        return value
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if value is None:
-            raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path))
-        for alternative in inner[:-1]:        # e.g. int | "auto": the first kind that takes the value
-            try:
-                return coerce(value, alternative, path, ctx)
-            except UserError:
-                pass
-        try:
-            return coerce(value, inner[-1], path, ctx)
-        except UserError as e:
-            if len(inner) == 1:
-                raise
-            raise UserError(f"{path}: expected {' or '.join(_pretty_type(a) for a in inner)}, got {_describe(value)}",
-                            where=ctx.at(path)) from e
-    if dataclasses.is_dataclass(tp):
-        return build(tp, value, path + ".", ctx)
-    if origin is Literal:
-        if value in args:
-            return value
-        choices = [str(a) for a in args]
-        raise UserError(
-            f"{path}: {value!r} is not one of: {', '.join(choices)}"
-            + (f"; did you mean {best}?" if (best := closest(str(value), choices)) else ""),
-            where=ctx.at(path),
-        )
-    if origin is list:
-        if not isinstance(value, list):
-            raise UserError(f"{path}: expected a list, got {_describe(value)}", where=ctx.at(path))
-        return [coerce(v, args[0], f"{path}[{i}]", ctx) for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise UserError(f"{path}: expected a mapping, got {_describe(value)}", where=ctx.at(path))
-        return {str(k): coerce(v, args[1], f"{path}.{k}", ctx) for k, v in value.items()}
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise UserError(f"{path}: expected true or false, got {_describe(value)}", where=ctx.at(path))
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        number = _as_number(value)
-        if number is not None and float(number).is_integer():
-            return int(number)
-        raise UserError(f"{path}: expected an integer, got {_describe(value)}", where=ctx.at(path))
-    if tp is float:
-        number = _as_number(value)
-        if number is not None:
-            return float(number)
-        raise UserError(f"{path}: expected a number, got {_describe(value)}", where=ctx.at(path))
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise UserError(f"{path}: expected a string, got {_describe(value)}", where=ctx.at(path))
-    raise TypeError(f"recipe field {path} has an unsupported type {tp!r}")  # a bug, not user input
-
-
-def _as_number(value: Any) -> float | int | None:
-    # PyYAML reads `1e-4` (no dot) as a string; accept it as the number everyone means.
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str):
-        try:
-            return float(value.replace("_", ""))
-        except ValueError:
-            return None
-    return None
-
-
-_BOUNDS = (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"), ("le", lambda v, b: v <= b, "<="))
-
-
-def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None:
-    """The one check every number of every section goes through (at load time with the line of
-    the key, and again on the resolved recipe): finite, and within the field's declared bounds
-    (`ge` / `gt` / `le` metadata). A nan compares false with every bound, so finiteness comes
-    first: an unbounded float must not let nan or inf through either."""
-    if isinstance(value, dict):
-        numbers = [(f"{path}.{k}", v) for k, v in value.items()]
-    else:
-        numbers = [(path, v) for v in (value if isinstance(value, list) else [value])]
-    for path, v in numbers:
-        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if isinstance(v, float) and not math.isfinite(v):
-            raise UserError(f"{path}: must be a finite number, got {v}", where=where,
-                            fix="nan and inf are not settings; give a number")
-        for key, ok, word in _BOUNDS:
-            bound = f.metadata.get(key)
-            if bound is not None and not ok(v, bound):
-                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where)
-
-
-def check_values(obj: Any, prefix: str, where: str) -> None:
-    """check_value on every field of a section tree (lists and mappings of sections included):
-    values filled in by `resolve` or set from Python get the checks that loading gave the rest."""
-    if not dataclasses.is_dataclass(obj):
-        return
-    for f in dataclasses.fields(obj):
-        if f.metadata.get("internal"):
-            continue
-        value, path = getattr(obj, f.name), f"{prefix}{f.name}"
-        check_value(value, f, path, where)
-        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-        for k, v in items:
-            check_values(v, f"{path}.{k}." if isinstance(value, dict) else f"{path}[{k}].", where)
-        check_values(value, path + ".", where)
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (dict, list)):
-        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
-    return f"{type(value).__name__} {value!r}"
-
-
-def _type_name(tp: Any) -> str:
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
-
-
 # ------------------------------------------------------------------------------ resolution
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
@@ -443,8 +265,6 @@ def validate(r: Recipe) -> None:
 
     check_values(r, "", where)
     if tr.warmup_steps >= tr.max_steps > 0 and "train" in getattr(r, "given_sections", ()):
-        from bertcli import console
-
         console.log(f"warning: train.warmup_steps {tr.warmup_steps:,} >= train.max_steps {tr.max_steps:,}: the run "
                     "never leaves warmup and never reaches its peak learning rate; set train.warmup_ratio "
                     "(e.g. --set train.warmup_ratio=0.1) or a smaller train.warmup_steps")
@@ -494,9 +314,44 @@ def validate(r: Recipe) -> None:
     if tr.precision == "fp16" and tr.device == "cpu":
         fail("train.precision fp16 needs CUDA (loss scaling); on CPU use bf16 or fp32")
     if tr.phases or tr.max_time is not None:
-        from bertcli.train.phases import check_plan  # torch-free; checks each phase like a recipe
-
         check_plan(r)
+
+
+def check_plan(r) -> None:
+    """Recipe-load checks of train.max_time and train.phases: every phase's recipe must be a
+    valid recipe on its own (the cross-field rules of recipe.validate, e.g. max_seq_length
+    against the model's positions)."""
+    tr = r.train
+    if tr.max_time is not None:
+        try:
+            parse_duration(tr.max_time)
+        except ValueError:
+            raise UserError(f"train.max_time: {tr.max_time!r} is not a duration", where=r.source,
+                            fix="a number with a unit: 90s, 30m, 24h, 1h30m, 2d")
+    if not tr.phases:
+        return
+    if tr.max_time is not None:
+        raise UserError("train.phases with train.max_time: a budgeted run has no step count to cut into phases",
+                        where=r.source, fix="drop train.max_time, or train.phases")
+    hint = typing.get_type_hints(TrainConfig)["schedule"]   # the phases' kinds are train.schedule's
+    names = set()
+    for ph in plan(r):
+        pc = tr.phases[ph.index]
+        if pc.schedule is not None:
+            coerce(pc.schedule, hint, f"train.phases[{ph.index}].schedule", Ctx(r.source, {}))
+        if ph.name in names:
+            raise UserError(f"train.phases[{ph.index}]: the name {ph.name!r} is taken by an earlier phase",
+                            where=r.source, fix="give each phase its own name")
+        names.add(ph.name)
+        t = ph.recipe.train
+        if ph.own_schedule and t.warmup_steps > ph.steps:
+            raise UserError(f"train.phases[{ph.index}] ({ph.name}): warmup of {t.warmup_steps:,} steps in a phase "
+                            f"of {ph.steps:,}", where=r.source,
+                            fix=f"set train.phases[{ph.index}].warmup_steps to at most its steps")
+        try:
+            validate(ph.recipe)
+        except UserError as e:
+            raise UserError(f"train.phases[{ph.index}] ({ph.name}): {e.what}", where=e.where, fix=e.fix)
 
 
 def _family_choices() -> str:
@@ -563,27 +418,11 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = _hashable(default)
         else:
             default = "(required)"
-        rows.append((prefix + f.name, _pretty_type(hints[f.name]), json.dumps(default, default=str)
+        rows.append((prefix + f.name, pretty_type(hints[f.name]), json.dumps(default, default=str)
                      if not isinstance(default, str) else default, docs.get(f.name, "")))
         if section and dataclasses.is_dataclass(hints[f.name]):   # a block inside the section
             rows += explain(prefix + f.name)                       # (finetune.ner ...): its keys too
     return rows
-
-
-def _pretty_type(tp: Any) -> str:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        return " | ".join(_pretty_type(a) for a in inner) + (" | null" if type(None) in args else "")
-    if origin is Literal:
-        return " | ".join(map(str, args))
-    if origin is list:
-        return f"list of {_pretty_type(args[0])}"
-    if origin is dict:
-        return f"mapping to {_pretty_type(args[1])}"
-    if dataclasses.is_dataclass(tp):
-        return "section"
-    return getattr(tp, "__name__", str(tp))
 
 
 __all__ = [

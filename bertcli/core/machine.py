@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from bertcli import console
+from bertcli.core import console
 
 
 def busy_cpu_advice(threads: int, cores: int | None = None, load: float | None = None) -> str | None:

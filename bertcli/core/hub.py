@@ -13,7 +13,7 @@ import socket
 from typing import Any, Optional
 from urllib.parse import urlparse
 
-from bertcli.errors import UserError
+from bertcli.core.errors import UserError
 
 
 def check_reachable(name: str, where: str, timeout: float = 5.0) -> None:

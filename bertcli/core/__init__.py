@@ -1,0 +1,1 @@
+"""Layer 0: errors, console, atomic files, locks, paths, the machine."""
