@@ -252,11 +252,13 @@ def finetune_glue(
     force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
-    from bertcli.finetune.run import default_out, run_glue
+    from bertcli.finetune.run import default_out
 
     r = _recipe(recipe, set_, "finetune")
     out = out if out is not None else default_out(checkpoint)
-    with _writing(out, force, [checkpoint, data_dir]):
+    with _writing(out, force, [checkpoint, data_dir]):  # refused before the heavy imports
+        from bertcli.finetune.run import run_glue
+
         run_glue(r, checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
 
 
@@ -318,11 +320,12 @@ def finetune_squad(
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
     from bertcli.finetune.run import default_out
-    from bertcli.finetune.squad import run_squad
 
     r = _recipe(recipe, set_, "finetune")
     out = out if out is not None else Path("runs") / ("squad" if version == 1 else "squad_v2") / default_out(checkpoint).name
     with _writing(out, force, [checkpoint, data_dir]):
+        from bertcli.finetune.squad import run_squad
+
         run_squad(r, checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
 
 
@@ -337,12 +340,13 @@ def finetune_ner(
     force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
-    from bertcli.finetune.ner import run_ner
     from bertcli.finetune.run import default_out
 
     r = _recipe(recipe, set_, "finetune")
     out = out if out is not None else default_out(checkpoint, "ner")
     with _writing(out, force, [checkpoint, data_dir]):
+        from bertcli.finetune.ner import run_ner
+
         run_ner(r, checkpoint=checkpoint, data_dir=data_dir, out=out)
 
 
@@ -362,7 +366,6 @@ def finetune_classify(
     force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
-    from bertcli.finetune.classify import run_classify
     from bertcli.finetune.run import default_out
 
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
@@ -370,6 +373,8 @@ def finetune_classify(
     r = _recipe(recipe, set_, "finetune")
     out = out if out is not None else default_out(checkpoint, "classify")
     with _writing(out, force, [checkpoint, train, dev, test]):
+        from bertcli.finetune.classify import run_classify
+
         run_classify(r, checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
                      **{k: v for k, v in flags.items() if v is not None})
 
