@@ -151,7 +151,7 @@ def check_output_dir(out: Path, force: bool, inputs: Iterable = (), key: str = "
     check_not_input(out, inputs, key)
     if not out.is_dir():
         return out
-    entries = sorted(p.name for p in out.iterdir())
+    entries = sorted((p.name for p in out.iterdir()), key=lambda n: (n.startswith("."), n))  # a visible one first
     if not entries:
         return out
     listed = listed_files(out)

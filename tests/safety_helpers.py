@@ -12,6 +12,7 @@ from pathlib import Path
 # One epoch of 8-row batches over 16-token sequences: seconds per command on a loaded machine.
 FT = ("--set", "finetune.epochs=1", "--set", "finetune.max_seq_length=16", "--set", "finetune.batch_size=8",
       "--set", "finetune.eval_batch_size=16", "--set", "finetune.device=cpu")
+NER_FT = ("--set", "finetune.ner.max_seq_length=16", "--set", "finetune.ner.batch_size=8")
 SQUAD_FT = ("--set", "finetune.squad.epochs=1", "--set", "finetune.squad.max_seq_length=64",
             "--set", "finetune.squad.doc_stride=32", "--set", "finetune.squad.max_query_length=16",
             "--set", "finetune.squad.batch_size=8", "--set", "finetune.eval_batch_size=16",
@@ -62,7 +63,7 @@ def write_ner(root: Path, seed: int = 0) -> Path:
 def write_sst2(root: Path, seed: int = 0) -> Path:
     rng = random.Random(seed)
     sst = root / "SST-2"
-    sst.mkdir(parents=True)
+    sst.mkdir(parents=True, exist_ok=True)
     for name, n in (("train", 24), ("dev", 8)):
         rows = [(" ".join(rng.choices("the a this that".split(), k=3) + [rng.choice(["good", "bad"])]), i % 2)
                 for i in range(n)]

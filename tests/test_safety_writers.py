@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
-from safety_helpers import (FT, SQUAD_FT, STAGE, assert_kept, foreign_neighbours, snapshot, write_classify,
+from safety_helpers import (FT, NER_FT, SQUAD_FT, STAGE, assert_kept, foreign_neighbours, snapshot, write_classify,
                             write_ner, write_sst2, write_texts)
 
 
@@ -36,7 +36,7 @@ def argv_of(command: str, models: dict, data: Path, out: Path) -> list:
         train, dev = write_classify(data / "cls")
         return ["finetune", "classify", "-c", base, "--train", train, "--dev", dev, "--out", out, *FT]
     if command == "finetune ner":
-        return ["finetune", "ner", "-c", base, "-d", write_ner(data / "ner"), "--out", out, *FT]
+        return ["finetune", "ner", "-c", base, "-d", write_ner(data / "ner"), "--out", out, *FT, *NER_FT]
     if command == "finetune glue":
         return ["finetune", "glue", "-c", base, "-t", "sst2", "-d", write_sst2(data / "glue"), "--out", out, *FT]
     if command == "finetune squad":
@@ -45,7 +45,7 @@ def argv_of(command: str, models: dict, data: Path, out: Path) -> list:
         return ["finetune", "squad", "-c", base, "-d", write_squad(data / "squad", n_train=4, n_dev=2,
                                                                    n_words=(20, 30)), "--out", out, *SQUAD_FT]
     if command == "export":
-        return ["export", "-c", cls, "-o", out]
+        return ["export", "-c", cls, "-o", out, "--no-verify"]     # verification is tested elsewhere
     if command == "predict":
         return ["predict", "-c", cls, "-i", write_texts(data / "in.txt"), "--out", out.with_suffix(".jsonl")]
     if command == "features":
@@ -123,11 +123,11 @@ def test_force_replaces_only_what_bertcli_wrote(tmp_path, models):
 
 def test_export_force_keeps_a_users_file_in_the_bundle(tmp_path, models):
     out = tmp_path / "bundle"
-    r = run_cli("export", "-c", models["cls"], "-o", out, cwd=tmp_path, env=ONE_THREAD)
+    r = run_cli("export", "-c", models["cls"], "-o", out, "--no-verify", cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     (out / "my_notes.txt").write_text("mine\n")
     old_model = (out / "model.onnx").stat().st_mtime_ns
-    r = run_cli("export", "-c", models["cls"], "-o", out, "--force", cwd=tmp_path, env=ONE_THREAD)
+    r = run_cli("export", "-c", models["cls"], "-o", out, "--force", cwd=tmp_path, env=ONE_THREAD)   # verified
     assert r.rc == 0, r.output
     assert (out / "my_notes.txt").read_text() == "mine\n"
     assert (out / "model.onnx").stat().st_mtime_ns != old_model
