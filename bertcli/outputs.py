@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -39,6 +40,8 @@ TEMP_MARKER = ".bertcli-temporary.json"
 TEMP_TAG = ".bertcli-tmp-"      # in the names of temporaries: `.<final>.bertcli-tmp-<pid>-<ns>`
 TRASH_TAG = ".bertcli-old-"     # an earlier output moved aside while its successor moves in
 COMPLETE_LAST = ("recipe.yaml",)  # stage directories' completeness marker: moved in last
+# A cache folder `<stage>-<12 hex>` with recipe.yaml, as bertcli made them before markers existed.
+LEGACY_STAGE = re.compile(r"(corpus|tokenizer|data)(-[a-z0-9_]+)?-[0-9a-f]{12}")
 
 
 def command_name() -> str:
@@ -86,6 +89,8 @@ def listed_files(directory: Path) -> Optional[set[str]]:
             return {str(f) for f in files}
         names = set(files) if isinstance(files, (dict, list)) else set()
         return {str(f) for f in names} | {"export_info.json"}
+    if LEGACY_STAGE.fullmatch(directory.name) and (directory / "recipe.yaml").is_file():
+        return set(_files_under(directory))        # a stage folder of a bertcli before markers
     return None
 
 
@@ -197,9 +202,11 @@ def writing(out: Path, force: bool, inputs: Iterable = (), key: str = "--out") -
         check_output_dir(out, force, inputs, key)       # again, now that nobody else writes it
         before = set(_files_under(out)) if out.is_dir() else set()
         foreign = before - (listed_files(out) or set()) if out.is_dir() else set()
-        yield out
-        if out.is_dir():
-            write_marker(out, set(_files_under(out)) - foreign)
+        try:
+            yield out
+        finally:                                        # also after a failure: what is there is ours
+            if out.is_dir() and set(_files_under(out)) - foreign:
+                write_marker(out, set(_files_under(out)) - foreign)
 
 
 # ------------------------------------------------------------------------------- temporaries

@@ -409,3 +409,27 @@ def test_building_a_stage_over_a_user_directory_is_refused(tmp_path):
         with building(final, load_recipe("bert-tiny", [])) as tmp:
             (tmp / "tokenizer.json").write_text("{}")
     assert (final / "mine.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_stage_folder_of_an_older_bertcli_is_rebuilt_only_when_complete(tmp_path, complete):
+    """Cache folders made before markers (`tokenizer-<12 hex>/` holding recipe.yaml) are bertcli's;
+    the same name without recipe.yaml is not provably so, and is refused."""
+    from bertcli.recipe import load_recipe
+    from bertcli.stages import building
+
+    final = tmp_path / "tokenizer-0123456789ab"
+    final.mkdir()
+    (final / "tokenizer.json").write_text("old")
+    if complete:
+        (final / "recipe.yaml").write_text("old: 1\n")
+    recipe = load_recipe("bert-tiny", [])
+    if complete:
+        with building(final, recipe) as tmp:
+            (tmp / "tokenizer.json").write_text("new")
+        assert (final / "tokenizer.json").read_text() == "new" and (final / ".bertcli-output.json").is_file()
+    else:
+        with pytest.raises(UserError, match="did not write"):
+            with building(final, recipe) as tmp:
+                (tmp / "tokenizer.json").write_text("new")
+        assert (final / "tokenizer.json").read_text() == "old"

@@ -18,6 +18,8 @@ from conftest import ONE_THREAD, assert_user_error, run_cli
 from safety_helpers import (FT, NER_FT, SQUAD_FT, STAGE, assert_kept, foreign_neighbours, snapshot, write_classify,
                             write_ner, write_sst2, write_texts)
 
+pytestmark = pytest.mark.slow      # real runs of every writing command (each sized to seconds)
+
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
