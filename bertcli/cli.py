@@ -170,10 +170,14 @@ def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
 
 
 def _run_lock(recipe):
-    """The run directory's lock for a stage command (a second writer fails at once, naming it)."""
+    """The run directory's lock for a stage command writing its stages into output_dir (a second
+    writer fails at once, naming it). With a separate cache_dir the stages go there only, under
+    their stage locks, where a second build of the same stage waits and reuses the first's."""
+    import contextlib
+
     from bertcli.locks import run_lock
 
-    return run_lock(recipe.out)
+    return run_lock(recipe.out) if not recipe.cache_dir else contextlib.nullcontext()
 
 
 def _writing(out: Path, force: bool, inputs: list):
