@@ -194,10 +194,24 @@ def writing(out: Path, force: bool, inputs: Iterable = (), key: str = "--out") -
     """Around a command that writes the directory `out`: the checks, then the run-directory lock
     (a second writer fails at once naming the holder), then the marker written last, listing
     every file this run left in `out` that was not someone else's before it started."""
-    from bertcli.locks import run_lock
+    from bertcli.locks import lock_path, run_lock
 
     out = Path(out)
     check_output_dir(out, force, inputs, key)
+    made = [p for p in _absolute(out).parents if not p.exists()]     # for the lock file; nearest first
+    try:
+        with _locked_writing(out, force, inputs, key, run_lock):
+            yield out
+    finally:
+        if made and not out.exists():   # nothing was written: the folders made for the lock go again
+            lock_path(out).unlink(missing_ok=True)
+            for d in made:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
+
+@contextlib.contextmanager
+def _locked_writing(out: Path, force: bool, inputs, key: str, run_lock) -> Iterator[Path]:
     with run_lock(out):
         check_output_dir(out, force, inputs, key)       # again, now that nobody else writes it
         before = set(_files_under(out)) if out.is_dir() else set()

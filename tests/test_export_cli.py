@@ -78,7 +78,7 @@ def _setup(case, tmp_path, classifier):
     out = tmp_path / "out"
     if case == "out is a file":
         out.write_text("x")
-        return ["-o", out], ["is a file"]
+        return ["-o", out], ["is a regular file"]
     if case == "foreign directory":
         out.mkdir()
         (out / "notes.txt").write_text("mine")
