@@ -18,6 +18,7 @@ mapping `{"train.max_steps": 200}` (values are written as YAML, so lists and str
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,9 @@ from bertcli.core.paths import check_recipe_outputs
 from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
 from bertcli.core.errors import UserError
+from bertcli.core.locks import run_lock
+from bertcli.core.outputs import writing
+from bertcli.core.paths import default_out
 from bertcli.export.features import extract_features
 from bertcli.model.fill_mask import fill_mask as run
 from bertcli.export.run import run_export
@@ -90,14 +94,25 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
 def tokenize(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False) -> StageResult:
     """Stage 1: read the corpus and train the tokenizer, unless an identical one is cached
     (`force` rebuilds). Returns where it is, whether it was reused, and its summary rows."""
-    return run_tokenize(load(recipe, overrides, "tokenize", writes=True), force=force)
+    r = load(recipe, overrides, "tokenize", writes=True)
+    with _stage_lock(r):
+        return run_tokenize(r, force=force)
 
 
 def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False,
                all_phases: bool = False) -> list[StageResult]:
     """Stage 2: the pretraining pairs and masks (the tokenizer first when missing). A multi-phase
     recipe builds its first phase's data, or every phase's with `all_phases`."""
-    return build_phase_data(load(recipe, overrides, "build-data", writes=True), force=force, all_phases=all_phases)
+    r = load(recipe, overrides, "build-data", writes=True)
+    with _stage_lock(r):
+        return build_phase_data(r, force=force, all_phases=all_phases)
+
+
+def _stage_lock(recipe: Recipe):
+    """The run directory's lock for a stage command writing its stages into output_dir (a second
+    writer fails at once, naming it). With a separate cache_dir the stages go there only, under
+    their stage locks, where a second build of the same stage waits and reuses the first's."""
+    return run_lock(recipe.out) if not recipe.cache_dir else contextlib.nullcontext()
 
 
 def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, resume: PathLike | None = None,
@@ -116,52 +131,61 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
 # ------------------------------------------------------------------------------ fine-tuning
 def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
                   recipe: PathLike | None = "glue", overrides: Overrides = None,
-                  out: PathLike | None = None) -> dict:
+                  out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
-    from bertcli.finetune.classification.glue_run import run_glue
+    r = load(recipe, overrides, "finetune")
+    dest = _out(out, checkpoint, "glue")
+    with writing(dest, force, [checkpoint, data_dir]):
+        from bertcli.finetune.classification.glue_run import run_glue  # torch: after the output is checked
 
-    return run_glue(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), task=tasks,
-                    data_dir=_path(data_dir), hub=hub, out=_path(out))
+        return run_glue(r, checkpoint=Path(checkpoint), task=tasks, data_dir=_path(data_dir), hub=hub, out=dest)
 
 
 def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
                       text_column: str | None = None, text_pair_column: str | None = None,
                       label_column: str | None = None, regression: bool | None = None,
                       recipe: PathLike | None = "classify", overrides: Overrides = None,
-                      out: PathLike | None = None, encoding: str | None = None) -> dict:
+                      out: PathLike | None = None, encoding: str | None = None, force: bool = False) -> dict:
     """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
     parquet / save_to_disk files. The column and regression arguments override the recipe's
     finetune.classify block where given. Returns results.json's content."""
-    from bertcli.finetune.classification.classify import run_classify
-
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
              "regression": regression}
-    return run_classify(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), train=Path(train),
-                        dev=Path(dev), test=_path(test), out=_path(out), encoding=encoding,
-                        **{k: v for k, v in flags.items() if v is not None})
+    r = load(recipe, overrides, "finetune")
+    dest = _out(out, checkpoint, "classify")
+    with writing(dest, force, [checkpoint, train, dev, test]):
+        from bertcli.finetune.classification.classify import run_classify  # torch: after the output is checked
+
+        return run_classify(r, checkpoint=Path(checkpoint), train=Path(train), dev=Path(dev), test=_path(test),
+                            out=dest, encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
 
 
 def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "ner",
-                 overrides: Overrides = None, out: PathLike | None = None, encoding: str | None = None) -> dict:
+                 overrides: Overrides = None, out: PathLike | None = None, encoding: str | None = None,
+                 force: bool = False) -> dict:
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
-    from bertcli.finetune.tagging.task import run_ner
+    r = load(recipe, overrides, "finetune")
+    dest = _out(out, checkpoint, "ner")
+    with writing(dest, force, [checkpoint, data_dir]):
+        from bertcli.finetune.tagging.task import run_ner  # torch: after the output is checked
 
-    return run_ner(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), data_dir=Path(data_dir),
-                   out=_path(out), encoding=encoding)
+        return run_ner(r, checkpoint=Path(checkpoint), data_dir=Path(data_dir), out=dest, encoding=encoding)
 
 
 def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
                    version: int = 1, recipe: PathLike | None = "squad", overrides: Overrides = None,
-                   out: PathLike | None = None) -> dict:
+                   out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
-    from bertcli.finetune.qa.task import run_squad
+    r = load(recipe, overrides, "finetune")
+    dest = _out(out, checkpoint, "squad" if version == 1 else "squad_v2")
+    with writing(dest, force, [checkpoint, data_dir]):
+        from bertcli.finetune.qa.task import run_squad  # torch: after the output is checked
 
-    return run_squad(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), data_dir=_path(data_dir),
-                     hub=hub, version=version, out=_path(out))
+        return run_squad(r, checkpoint=Path(checkpoint), data_dir=_path(data_dir), hub=hub, version=version, out=dest)
 
 
 _FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
@@ -182,13 +206,14 @@ def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: Path
 def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str = "-1", combine: str = "concat",
              pool: str = "cls", text_column: str = "text", id_column: str | None = None,
              max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
-             encoding: str | None = None) -> dict:
+             encoding: str | None = None, force: bool = False) -> dict:
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
     return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
-                            batch_size=batch_size, device=device, encoding=encoding)
+                            batch_size=batch_size, device=device, encoding=encoding,
+                            force=force)
 
 
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
@@ -209,13 +234,20 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
 
 def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,
             batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
-            allow_impossible: bool = False, encoding: str | None = None) -> dict:
+            allow_impossible: bool = False, encoding: str | None = None, force: bool = False) -> dict:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
     return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
-                       encoding=encoding)
+                       encoding=encoding, force=force)
+
+
+def _out(out: PathLike | None, checkpoint: PathLike, kind: str) -> Path:
+    """A fine-tuning command's output directory: `out`, or runs/<kind>/<checkpoint name>. It is
+    checked, locked and marked (bertcli.core.outputs.writing) before the heavy imports, so a
+    refusal comes at once and nothing the user has is replaced."""
+    return Path(out) if out is not None else default_out(Path(checkpoint), kind)
 
 
 def _path(p: PathLike | None) -> Path | None:

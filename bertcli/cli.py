@@ -15,6 +15,7 @@ import typer
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 
 app = typer.Typer(
     add_completion=False,
@@ -51,6 +52,43 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
                            "byte-order mark is honoured), e.g. latin1, cp1252, gb18030.")
+
+
+OutForceOpt = typer.Option(False, "--force", help="Replace an earlier bertcli result in --out: only the files its "
+                           "marker (.bertcli-output.json) lists are removed; anything else there stays.")
+
+# Every numeric flag is declared through `num_option`, with the bounds of the recipe key it sets
+# (`of=`) or its own, in `num`'s terms, and is checked by the recipe's own check (finite, within
+# the bounds: one message, exit 2). NUM_FLAGS records them, so a test can find any numeric flag
+# that escaped the check.
+NUM_FLAGS: set[str] = set()
+
+
+def num_option(default, *names: str, of: Optional[tuple] = None, help: str = "", **bounds):
+    """A typer option for a number, range-checked like recipe keys (`recipe.check_value`). `of`:
+    (section dataclass, field name) whose declared `num(...)` bounds the flag shares; else
+    `bounds` (ge=, gt=, le=) declare them here."""
+    import dataclasses
+
+    if of is not None:
+        fld = {f.name: f for f in dataclasses.fields(of[0])}[of[1]]
+    else:
+        fld = dataclasses.field(metadata={"ge": None, "gt": None, "le": None, **bounds})
+    NUM_FLAGS.update(names)
+
+    words = {"ge": "at least", "gt": "more than", "le": "at most"}
+    shown = ", ".join(f"{words[k]} {fld.metadata[k]}" for k in words if fld.metadata.get(k) is not None)
+
+    def check(value):
+        from bertcli.config.schema import check_value
+
+        try:
+            check_value(value, fld, names[0], where=f"the command line: {names[0]} {value}")
+        except UserError as e:
+            raise UserError(e.what, where=e.where, fix=f"give {names[0]} a number ({shown or 'finite'})") from None
+        return value
+
+    return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
 def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
@@ -169,7 +207,7 @@ def pretrain(
 def fill_mask(
     text: str = typer.Argument(..., help="Text with the mask token in it, e.g. 'the [MASK] sat on the mat'."),
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    top_k: int = typer.Option(5, "--top-k", min=1, help="Fillers to show per mask."),
+    top_k: int = num_option(5, "--top-k", ge=1, help="Fillers to show per mask."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
@@ -189,11 +227,13 @@ def finetune_glue(
     recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
+    force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
     from bertcli import api
 
-    api.finetune_glue(checkpoint, tasks=task, data_dir=data_dir, hub=hub, recipe=recipe, overrides=set_, out=out)
+    api.finetune_glue(checkpoint, tasks=task, data_dir=data_dir, hub=hub, recipe=recipe, overrides=set_, out=out,
+                      force=force)
 
 
 @app.command("export")
@@ -201,12 +241,13 @@ def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
     out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
     task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
-    opset: int = typer.Option(18, "--opset", help="ONNX opset (17 or later)."),
+    opset: int = num_option(18, "--opset", ge=1, help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
     dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing bundle in --out."),
+    force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
+                               "(or export_info.json) lists are removed; anything else there stays."),
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
@@ -223,18 +264,19 @@ def predict_cmd(
     input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
     task: Optional[str] = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sequences per forward pass."),
-    top_k: int = typer.Option(5, "--top-k", min=1, help="fill-mask: candidates per mask."),
+    batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
+    top_k: int = num_option(5, "--top-k", ge=1, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    max_length: Optional[int] = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"), help="Truncate inputs to this many tokens (default: the model's maximum)."),
     allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
     encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
 
     summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
-                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding)
+                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding, force=force)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
@@ -243,17 +285,19 @@ def finetune_squad(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
                                             "a `datasets` save_to_disk directory or parquet files."),
-    version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    version: int = num_option(1, "--version", ge=1, le=2, help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
     hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
     recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+    force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
     from bertcli import api
 
-    api.finetune_squad(checkpoint, data_dir=data_dir, hub=hub, version=version, recipe=recipe, overrides=set_, out=out)
+    api.finetune_squad(checkpoint, data_dir=data_dir, hub=hub, version=version, recipe=recipe, overrides=set_, out=out,
+                       force=force)
 
 
 @finetune_app.command("ner")
@@ -264,12 +308,14 @@ def finetune_ner(
     recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
+    force: bool = OutForceOpt,
     encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
     from bertcli import api
 
-    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out, encoding=encoding)
+    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out, encoding=encoding,
+                     force=force)
 
 
 @finetune_app.command("classify")
@@ -285,6 +331,7 @@ def finetune_classify(
     recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
+    force: bool = OutForceOpt,
     encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
@@ -292,7 +339,8 @@ def finetune_classify(
 
     api.finetune_classify(checkpoint, train=train, dev=dev, test=test, text_column=text_column,
                           text_pair_column=text_pair_column, label_column=label_column,
-                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding)
+                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding,
+                          force=force)
 
 
 @app.command()
@@ -305,16 +353,18 @@ def features(
     pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
     text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
     id_column: Optional[str] = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
-    max_seq_length: int = typer.Option(128, "--max-seq-length", help="Longer texts are truncated."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Texts per forward pass (bounds memory)."),
+    max_seq_length: int = num_option(128, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"), help="Longer texts are truncated."),
+    batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Texts per forward pass (bounds memory)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: Optional[str] = EncodingOpt,
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
 
     api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
-                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding)
+                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding,
+                 force=force)
 
 
 def main(argv: list[str] | None = None) -> None:

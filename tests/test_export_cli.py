@@ -78,15 +78,15 @@ def _setup(case, tmp_path, classifier):
     out = tmp_path / "out"
     if case == "out is a file":
         out.write_text("x")
-        return ["-o", out], ["is a file"]
+        return ["-o", out], ["is a regular file"]
     if case == "foreign directory":
         out.mkdir()
         (out / "notes.txt").write_text("mine")
-        return ["-o", out], ["not an export bundle"]
+        return ["-o", out], ["bertcli did not write", "notes.txt"]
     if case == "existing bundle":
         out.mkdir()
         (out / "export_info.json").write_text("{}")
-        return ["-o", out], ["already holds a bundle", "--force"]
+        return ["-o", out], ["already holds an earlier result", "--force"]
     if case == "dev labels":
         dev = tmp_path / "dev.jsonl"
         dev.write_text('{"text": "a cat", "label": "positive"}\n{"text": "a dog", "label": "neutral"}\n')

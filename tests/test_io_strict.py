@@ -22,7 +22,10 @@ from bertcli.core import console
 
 # ------------------------------------------------------------------------------ helpers
 def snapshot(d: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+    """Every file under `d`, but the empty `.<out>.lock` files that the output lock leaves beside
+    an output (bertcli/core/locks.py: a free lock is an empty file, never a result)."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".lock") and p.stat().st_size == 0)}
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Iterator, Protocol
+
+from bertcli.core.outputs import TEMP_TAG, install, temporary_dir
 
 
 class Saves(Protocol):
@@ -20,28 +21,20 @@ class Saves(Protocol):
 
 @contextlib.contextmanager
 def building(final: Path, recipe: Saves) -> Iterator[Path]:
-    """Yield a temporary directory next to `final`; on success save the resolved recipe into it
-    and rename it to `final` (replacing an older copy); on failure remove it. Temporaries that
-    killed runs left next to it over a day ago are removed first."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(final.parent)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    tmp.mkdir()
+    """Yield a marked temporary directory next to `final`; on success save the resolved recipe
+    into it and put it in place (`outputs.install`: an earlier copy is replaced only file by file
+    as its marker lists them, and a directory bertcli did not write is refused, never replaced);
+    on failure or Ctrl-C remove it (a process killed outright leaves a temporary that names its
+    PID and host). bertcli's temporaries left next to it by dead processes are removed first
+    (`outputs.remove_stale_temporaries`: nothing else is touched)."""
+    tmp = temporary_dir(final)
     try:
         yield tmp
         recipe.save(tmp)
-        if final.exists():
-            trash = final.with_name(f".{final.name}.old-{os.getpid()}")
-            os.replace(final, trash)
-            os.replace(tmp, final)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        install(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
 
 
 def write_atomic(path: Path, write) -> Path:
@@ -49,7 +42,7 @@ def write_atomic(path: Path, write) -> Path:
     file never exists under the real name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_file(path)
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -62,13 +55,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def remove_stale_temporaries(parent: Path, max_age_s: float = 24 * 3600) -> None:
-    """Remove temporary stage directories left by killed runs (older than `max_age_s`)."""
-    if not parent.is_dir():
-        return
-    now = time.time()
-    for p in parent.iterdir():
-        if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
-            with contextlib.suppress(OSError):
-                if now - p.stat().st_mtime > max_age_s:
-                    shutil.rmtree(p, ignore_errors=True)
+def temporary_file(path: Path) -> Path:
+    """The temporary name a file is written under before its rename: bertcli's tag, the PID."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{TEMP_TAG}{os.getpid()}")

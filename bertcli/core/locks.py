@@ -29,7 +29,7 @@ from bertcli.core.errors import UserError
 
 
 def lock_path(directory: Path) -> Path:
-    directory = Path(directory)
+    directory = Path(os.path.abspath(directory))   # `.` names the working directory (its name is empty)
     return directory.with_name(f".{directory.name}.lock")
 
 

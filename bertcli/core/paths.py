@@ -139,3 +139,12 @@ def saving(path: Path | str, what: str, needed: Optional[int] = None) -> Iterato
         if "Disk quota" in text or "os error 122" in text:
             raise _space_error(Path(path), what, SPACE_ERRORS[errno.EDQUOT], needed) from e
         raise
+
+
+def default_out(checkpoint: Path, kind: str) -> Path:
+    """runs/<kind>/<checkpoint name>; `final` and `step-N` are named with their run too."""
+    path = Path(checkpoint).resolve()
+    name = path.name
+    if name == "final" or name.startswith("step"):
+        name = f"{path.parent.name}-{name}"
+    return Path("runs") / kind / name

@@ -30,9 +30,11 @@ import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.fs import temporary_file
+from bertcli.core.locks import run_lock
+from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
-from bertcli.core.paths import check_output_dir
 from bertcli.tokenization.load import load_tokenizer
 
 COMBINE = ("concat", "sum", "mean")
@@ -135,7 +137,7 @@ class NpyWriter:
 
     def __init__(self, path: Path, width: int):
         self.path, self.width, self.rows = path, width, 0
-        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self.tmp = temporary_file(path)
         self.f = open(self.tmp, "wb")
         self.f.write(b"\0" * NPY_HEADER)
 
@@ -156,25 +158,45 @@ class NpyWriter:
         self.tmp.unlink(missing_ok=True)
 
 
+def output_files(out: Path) -> list[Path]:
+    """The files a features run writes: `out`, and for .npy its ids beside it."""
+    out = Path(out)
+    return [out, out.with_suffix(".ids.tsv")] if out.suffix == ".npy" else [out]
+
+
 def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1", combine: str = "concat",
                      pool: str = "cls", text_column: str = "text", id_column: str | None = None,
                      max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
-                     encoding: str | None = None) -> dict:
-    """Write the features of every text of `input` to `out`; returns a summary."""
+                     encoding: str | None = None, force: bool = False) -> dict:
+    """Write the features of every text of `input` to `out`; returns a summary. The output files
+    are checked before any work (not an input, not inside the checkpoint, an existing one only
+    with --force), written under temporary names while holding their lock, renamed when
+    complete; Ctrl-C or SIGTERM remove the temporaries."""
+    out = Path(out)
+    if out.suffix not in (".parquet", ".npy"):
+        raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out features.parquet")
+
+    def check():
+        for path in output_files(out):
+            check_output_file(path, force, [input], [checkpoint], "--out", "the features")
+
+    check()
+    texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
+    with run_lock(out), removing_on_signal():
+        check()                                        # again, holding the lock
+        return _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device)
+
+
+def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device) -> dict:
     import torch
 
     from bertcli.model import load_checkpoint
     from bertcli.train.precision import resolve_device
 
-    out = Path(out)
     if combine not in COMBINE:
         raise UserError(f"--combine {combine!r} is not one of {', '.join(COMBINE)}")
     if pool not in POOL:
         raise UserError(f"--pool {pool!r} is not one of {', '.join(POOL)}")
-    if out.suffix not in (".parquet", ".npy"):
-        raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out features.parquet")
-    check_output_dir(out.parent if str(out.parent) else Path("."), "the output directory", "--out")
-    texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
     dev = resolve_device(device, where="--device")
     tok = load_tokenizer(checkpoint)
     model, _ = load_checkpoint(checkpoint, head=saved_head(checkpoint))
@@ -191,7 +213,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     if out.suffix == ".npy":
         writer = NpyWriter(out, width)
         ids_path = out.with_suffix(".ids.tsv")
-        ids_tmp = ids_path.with_name(f".{ids_path.name}.tmp-{os.getpid()}")
+        ids_tmp = temporary_file(ids_path)
         ids_file = open(ids_tmp, "w", encoding="utf-8")
     else:
         import pyarrow as pa
@@ -200,7 +222,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
         kind = pa.list_(pa.float32()) if pool != "none" else pa.list_(pa.list_(pa.float32()))
         fields = [("id", pa.string())] + ([("tokens", pa.list_(pa.string()))] if pool == "none" else []) + [("features", kind)]
         schema = pa.schema(fields)
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        tmp = temporary_file(out)
         pw = pq.ParquetWriter(tmp, schema)
     n_texts = n_rows = 0
     try:

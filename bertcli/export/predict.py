@@ -29,7 +29,9 @@ from bertcli.export.heads import detect_kind, exportable, HEADS, read_json
 from bertcli.export.graph import max_length as longest
 from bertcli.model.hf import read_config
 from bertcli.tokenization.load import load_tokenizer
-from bertcli.core.paths import check_output_file
+from bertcli.core.fs import temporary_file
+from bertcli.core.locks import run_lock
+from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.export.inputs import check_input, count_records, read_records
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -165,29 +167,42 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ command
-def check_output(out: Optional[Path]) -> None:
-    """The output file's directory must be writable, before any work starts."""
+def check_output(out: Optional[Path], input_file: Optional[Path] = None, model: Optional[Path] = None,
+                 force: bool = False) -> None:
+    """Before any work: the output file is not the input, not a file of the model (bundle or
+    checkpoint), not a directory, in a writable directory; an existing file only with --force."""
     if out is not None:
-        check_output_file(out, "the predictions", "--out")
+        check_output_file(out, force, [input_file], [model], "--out", "the predictions")
 
 
 def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,
                 batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
                 threads: Optional[int] = None, allow_impossible: bool = False,
-                encoding: Optional[str] = None) -> dict:
+                encoding: Optional[str] = None, force: bool = False) -> dict:
     """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
-    written under a temporary name and renamed when complete). Returns a summary."""
+    written under a temporary name and renamed when complete, under the output's lock; Ctrl-C
+    or SIGTERM remove the temporary). Returns a summary."""
     check_input(input_file, encoding)
-    check_output(out)
+    check_output(out, input_file, model, force)
+    if out is None:
+        return _predict(model, input_file, None, task, batch_size, top_k, pooling, max_length, threads,
+                        allow_impossible, encoding)
+    with run_lock(Path(out)), removing_on_signal():
+        check_output(out, input_file, model, force)      # again, holding the lock
+        return _predict(model, input_file, Path(out), task, batch_size, top_k, pooling, max_length, threads,
+                        allow_impossible, encoding)
+
+
+def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_length, threads, allow_impossible,
+             encoding) -> dict:
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
     total = count_records(input_file, encoding)
     n = 0
     tmp = None
     if out is not None:
-        out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        tmp = temporary_file(out)
     sink = open(tmp, "w", encoding="utf-8") if tmp is not None else sys.stdout
     try:
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:

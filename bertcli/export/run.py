@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Optional
 from bertcli import __version__
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.core.paths import check_output_dir
+from bertcli.core.outputs import check_output_dir, install, removing_on_signal, temporary_dir
 from bertcli.export.backend import OrtBackend, require_onnx, TorchBackend
 from bertcli.export import graph
 from bertcli.export.heads import architecture, detect_kind, exportable
@@ -33,6 +32,7 @@ from bertcli.tokenization.load import load_tokenizer
 from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.verify import Check, compare, verification_batches
 from bertcli.export.predict import open_model, Predictor
+from bertcli.core.locks import run_lock
 
 
 VERIFY_MAX_TOKENS = 1024
@@ -53,20 +53,11 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def check_out_dir(out: Path, force: bool) -> None:
-    """OUT must be creatable and writable; an existing non-empty directory is replaced only if it
-    is an earlier bundle (export_info.json) and --force is given."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file", fix="give a directory for the bundle")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / "export_info.json").is_file():
-            raise UserError(f"--out {out} is a non-empty directory that is not an export bundle",
-                            fix="give a new or empty directory (bertcli never overwrites other files)")
-        if not force:
-            raise UserError(f"--out {out} already holds a bundle", fix="add --force to replace it, or choose another --out")
+def check_out_dir(out: Path, force: bool, inputs=()) -> None:
+    """OUT must be new, empty, or an earlier bundle (its marker, or export_info.json's file list
+    for a bundle made before markers) with --force; never an input; writable."""
 
-    check_output_dir(out, "the export bundle", "--out")
+    check_output_dir(Path(out), force, inputs, "--out", "the export bundle")
 
 
 def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
@@ -88,7 +79,7 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
     files = weight_files(checkpoint)
     kind = detect_kind(checkpoint, task)
     tok = load_tokenizer(checkpoint)
-    check_out_dir(out, force)
+    check_out_dir(out, force, [checkpoint, dev])
     dev_set = None
     if dev is not None:
         dev_set = load_dev(dev, kind.task, config.labels)
@@ -97,18 +88,17 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
                 f"{', fp16' if fp16 else ''}{', int8' if quantize else ''})")
     model = kind.load(checkpoint)
     module = exportable(kind, model)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    tmp.mkdir()
-    try:
-        info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify)
-        passed = all(c["passed"] for c in info["verification"].values())
-        if passed:
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with run_lock(out):                 # a second export into OUT fails at once, naming this one
+        check_out_dir(out, force, [checkpoint, dev])
+        tmp = temporary_dir(out)
+        try:
+            with removing_on_signal():
+                info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify)
+                passed = all(c["passed"] for c in info["verification"].values())
+                if passed:              # only the files an earlier bundle's marker lists are replaced
+                    install(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     show(out, info, passed)
     return ExportResult(out, info, passed)
 
@@ -167,7 +157,8 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
                    "sha256": {p.name: sha256(p) for p in [checkpoint / "config.json", *files]}},
         "versions": _versions(),
     }
-    info["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+    info["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())
+                     if p.is_file() and not p.name.startswith(".bertcli-")}   # not the temporary's marker
     info["files"]["export_info.json"] = None  # itself; written below
     (tmp / "export_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info

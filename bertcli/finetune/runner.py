@@ -19,17 +19,8 @@ from bertcli.core.errors import UserError
 from bertcli.finetune.engine import run_task
 from bertcli.finetune.task import Task
 from bertcli.model.hf import read_config
-from bertcli.core.paths import check_output_dir
+from bertcli.core.paths import check_output_dir, default_out
 from bertcli.tokenization.load import LOADABLE
-
-
-def default_out(checkpoint: Path, kind: str) -> Path:
-    """runs/<kind>/<checkpoint name>; `final` and `step-N` are named with their run too."""
-    path = Path(checkpoint).resolve()
-    name = path.name
-    if name == "final" or name.startswith("step"):
-        name = f"{path.parent.name}-{name}"
-    return Path("runs") / kind / name
 
 
 def check_checkpoint(checkpoint: Path) -> None:
