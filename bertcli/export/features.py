@@ -119,19 +119,6 @@ def batches(items: Iterator, size: int) -> Iterator[list]:
 
 
 # ------------------------------------------------------------------------------------ model
-def saved_head(checkpoint: Path) -> str:
-    """The head config.json's architecture names, so no other head is reported as fresh."""
-    try:
-        arch = " ".join(json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8")).get("architectures") or [])
-    except (OSError, ValueError, AttributeError):
-        return "pretraining"                   # load_checkpoint reports what is wrong
-    for suffix, head in (("ForTokenClassification", "token"), ("ForSequenceClassification", "classification"),
-                         ("ForQuestionAnswering", "qa")):
-        if suffix in arch:
-            return head
-    return "pretraining"
-
-
 def hidden_states(model, input_ids, attention_mask, token_type_ids):
     """[L + 1] hidden states, each [B, T, H] (zeros at padding), as transformers numbers them.
     Read through forward hooks on the encoder's sublayers (every layer ends with its
@@ -193,7 +180,10 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     """Write the features of every text of `input` to `out`; returns a summary."""
     import torch
 
+    from bertcli.finetune.encoder_heads import TextFeaturizer, pool as pool_states
     from bertcli.finetune.engine import check_output
+    from bertcli.finetune.featurizer import Context
+    from bertcli.finetune.heads import saved_head
     from bertcli.model import load_checkpoint
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.precision import resolve_device
@@ -214,8 +204,8 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     chosen = parse_layers(layers, c.num_hidden_layers)
     width = c.hidden_size * (len(chosen) if combine == "concat" else 1)
     usable = c.max_position_embeddings - c.position_offset
-    encoder = tok.tokenizer
-    encoder.enable_truncation(max_length=min(max_seq_length, usable))
+    # predict's `features` encoding: the texts truncated alike, special tokens included
+    encoder = TextFeaturizer(Context(tok, None, min(max_seq_length, usable))).tokenizer
     zero_types = c.type_vocab_size < 2
 
     writer = ids_file = None
@@ -249,12 +239,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
                         types[b, :len(e.ids)] = torch.tensor(e.type_ids)
                 states = hidden_states(model, ids.to(dev), mask.to(dev), types.to(dev))
                 feats = combine_layers(states, chosen, combine).float()            # [B, T, D]
-                if pool == "cls":
-                    rows = feats[:, 0]
-                elif pool == "mean":
-                    m = mask.to(dev).unsqueeze(-1).float()
-                    rows = (feats * m).sum(1) / m.sum(1)
-                rows_np = None if pool == "none" else rows.cpu().numpy()
+                rows_np = None if pool == "none" else pool_states(feats, mask.to(dev), pool).cpu().numpy()
                 feats_np = feats.cpu().numpy() if pool == "none" else None
                 if writer is not None:
                     for b, (text_id, _) in enumerate(chunk):

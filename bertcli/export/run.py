@@ -116,6 +116,7 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
 def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify) -> dict:
     from bertcli.export import graph
     from bertcli.export.backend import OrtBackend, TorchBackend
+    from bertcli.export.predict import trained_options
     from bertcli.export.verify import compare, verification_batches
     from bertcli.model.checkpoint import copy_tokenizer
 
@@ -167,6 +168,7 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         "opset": summary["opset"], "inputs": summary["inputs"], "outputs": summary["outputs"],
         "operators": summary["operators"], "output_names": outputs,
         "max_sequence_length": max_len, "vocab_size": config.vocab_size,
+        "featurizer": trained_options(checkpoint),        # fine-tuning's windows: predict reads them
         "labels": list(config.labels) if kind.task in ("classification", "token-classification") and config.labels
         else None,
         "verification": {k: c.as_dict() for k, c in checks.items()},

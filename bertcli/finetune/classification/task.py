@@ -59,13 +59,16 @@ class SequenceTask(Task):
         return F.cross_entropy(logits.float(), batch["labels"])
 
     def collect(self, logits: torch.Tensor, batch: dict):
-        logits = logits.float()
-        return (logits[:, 0] if self.spec.is_regression else logits.argmax(-1)).cpu().numpy()
+        return logits.float().cpu().numpy()                              # [B, C]
 
     def decode(self, split: Split, features: Features, collected: list) -> np.ndarray:
-        """Class ids [n] (or scores [n] for regression) in the split's order."""
+        """Class ids [n] (or scores [n] for regression) in the split's order: predict's own
+        decision (features.label_of) on the logits."""
+        from bertcli.finetune.classification.features import label_of
+
         out = np.zeros(len(split), dtype=np.float32 if self.spec.is_regression else np.int64)
-        out[features.example] = np.asarray(collected)
+        if len(collected):
+            out[features.example] = label_of(np.stack(collected))
         return out
 
     def evaluate(self, split: Split, predictions: np.ndarray) -> dict[str, float]:
