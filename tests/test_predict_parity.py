@@ -25,7 +25,7 @@ from squad_synth import all_text, squad_json
 KINDS = ["wordpiece", "bpe", "unigram"]
 # words no training text holds: the tokenizers split them into several pieces (Unigram: a lone `▁`
 # and then the pieces, its word-start marker being no piece of its own)
-RARE = ["kowalskiano", "smithjones", "novakgarcia", "chenlima"]
+RARE = ["kowalskiano", "limanovak", "novakgarcia", "chenlima"]
 
 
 def short(block: str, max_seq_length: int, **more) -> list[str]:
@@ -129,7 +129,8 @@ def test_ner(checkpoint, tmp_path):
     if kind == "unigram":
         assert any(p[0] == "\u2581" for p in pieces.values()), pieces
     words = [json.loads(line)["tokens"] for line in dev.read_text().splitlines()]
-    assert max(len(tok.encode(" ".join(w), add_special_tokens=False).ids) for w in words) > 2 * 14   # windows
+    lengths = [len(tok.encode(" ".join(w), add_special_tokens=False).ids) for w in words]
+    assert sum(n > 14 for n in lengths) >= 5, lengths                    # over one window's 14 sub-tokens
     for backend, preds in both_backends(tmp_path, run, dev).items():
         assert [p["tags"] for p in preds] == trained, backend
 
@@ -155,11 +156,12 @@ def test_squad(checkpoint, tmp_path):
         assert {p["id"]: p["answer"] for p in preds} == trained, backend
 
 
-@pytest.mark.parametrize("pool", ["mean", "cls"])
-def test_features_equal_predict_features(checkpoint, tmp_path, pool):
-    """`bertcli features` (last layer) and `bertcli predict --task features` on a checkpoint
-    without a task head: one vector per text, equal to predict's 6 decimals."""
+def test_features_equal_predict_features(checkpoint, tmp_path):
+    """`bertcli features` (last layer, mean over the real tokens) and `bertcli predict --task
+    features` on a checkpoint without a task head: one vector per text, equal to predict's 6
+    decimals (both pool with encoder_heads.pool; `cls` is its first row)."""
     kind, ckpt = checkpoint
+    pool = "mean"
     texts = [" ".join(tagged_sentence(random.Random(i))[0] * 3) for i in range(6)]      # some truncated
     file = jsonl(tmp_path / "in.jsonl", [{"text": t} for t in texts])
     ok(run_cli("features", "-c", ckpt, "-i", file, "-o", tmp_path / "f.npy", "--layers", "-1", "--pool", pool,
