@@ -56,16 +56,9 @@ def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Option
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
     output_dir / cache_dir, checked now, before any work (bertcli.paths)."""
-    from bertcli.recipe import check_purpose, load_recipe
+    from bertcli.api import load
 
-    recipe = load_recipe(spec, overrides or [])
-    if command is not None:
-        check_purpose(recipe, command)
-    if writes:
-        from bertcli.paths import check_recipe_outputs
-
-        check_recipe_outputs(recipe)
-    return recipe
+    return load(spec, overrides or [], command, writes=writes)
 
 
 def _show(result) -> None:
@@ -136,9 +129,9 @@ def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
 @app.command()
 def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
     """Train the tokenizer on the corpus (stage 1)."""
-    from bertcli.tokenizer import run_tokenize
+    from bertcli import api
 
-    _show(run_tokenize(_recipe(recipe, set_, "tokenize", writes=True), force=force))
+    _show(api.tokenize(recipe, set_, force=force))
 
 
 @app.command("build-data")
@@ -147,9 +140,9 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
     when the run reaches them, or now with --all-phases."""
-    from bertcli.train.phases import build_phase_data
+    from bertcli import api
 
-    for result in build_phase_data(_recipe(recipe, set_, "build-data", writes=True), force=force, all_phases=all_phases):
+    for result in api.build_data(recipe, set_, force=force, all_phases=all_phases):
         _show(result)
 
 
@@ -163,9 +156,9 @@ def pretrain(
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
     save a checkpoint and exit with 128 + the signal number."""
-    from bertcli.train.pipeline import run_pretrain
+    from bertcli import api
 
-    result = run_pretrain(_recipe(recipe, set_, writes=True), resume=resume, force=force)
+    result = api.pretrain(recipe, set_, resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 
@@ -178,14 +171,15 @@ def fill_mask(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
-    from bertcli.model.fill_mask import fill_mask as run, render
+    from bertcli import api
+    from bertcli.model.fill_mask import render
 
-    render(run(checkpoint, text, top_k=top_k), as_json=as_json)
+    render(api.fill_mask(checkpoint, text, top_k=top_k), as_json=as_json)
 
 
 @finetune_app.command("glue")
 def finetune_glue(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), several "
                             "separated by commas, or all (every task found in --data-dir)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
@@ -195,9 +189,9 @@ def finetune_glue(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
-    from bertcli.finetune.run import run_glue
+    from bertcli import api
 
-    run_glue(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, task=task, data_dir=data_dir, hub=hub, out=out)
+    api.finetune_glue(checkpoint, tasks=task, data_dir=data_dir, hub=hub, recipe=recipe, overrides=set_, out=out)
 
 
 @app.command("export")
@@ -213,9 +207,9 @@ def export_cmd(
     force: bool = typer.Option(False, "--force", help="Replace an existing bundle in --out."),
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
-    from bertcli.export.run import run_export
+    from bertcli import api
 
-    result = run_export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=quantize, dev=dev,
+    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=quantize, dev=dev,
                         verify=verify, force=force)
     if not result.passed:
         raise typer.Exit(code=1)
@@ -234,16 +228,16 @@ def predict_cmd(
     allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
-    from bertcli.export.predict import run_predict
+    from bertcli import api
 
-    summary = run_predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
+    summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
                           max_length=max_length, allow_impossible=allow_impossible)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
 @finetune_app.command("squad")
 def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
                                             "a `datasets` save_to_disk directory or parquet files."),
     version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
@@ -254,29 +248,29 @@ def finetune_squad(
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli.finetune.qa.task import run_squad
+    from bertcli import api
 
-    run_squad(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, hub=hub, version=version, out=out)
+    api.finetune_squad(checkpoint, data_dir=data_dir, hub=hub, version=version, recipe=recipe, overrides=set_, out=out)
 
 
 @finetune_app.command("ner")
 def finetune_ner(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
+    recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
-    from bertcli.finetune.tagging.task import run_ner
+    from bertcli import api
 
-    run_ner(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, data_dir=data_dir, out=out)
+    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out)
 
 
 @finetune_app.command("classify")
 def finetune_classify(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
     dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
     test: Optional[Path] = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
@@ -284,22 +278,21 @@ def finetune_classify(
     text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
     label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
     regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
-    from bertcli.finetune.classification.classify import run_classify
+    from bertcli import api
 
-    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
-             "regression": True if regression else None}
-    run_classify(_recipe(recipe, set_, "finetune"), checkpoint=checkpoint, train=train, dev=dev, test=test, out=out,
-                 **{k: v for k, v in flags.items() if v is not None})
+    api.finetune_classify(checkpoint, train=train, dev=dev, test=test, text_column=text_column,
+                          text_pair_column=text_pair_column, label_column=label_column,
+                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out)
 
 
 @app.command()
 def features(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
     out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
     layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),
@@ -312,10 +305,10 @@ def features(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
-    from bertcli.export.features import extract_features
+    from bertcli import api
 
-    extract_features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
-                     id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+    api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
+                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -506,7 +506,16 @@ def _family_choices() -> str:
 
 # ----------------------------------------------------------------------------- help text
 def field_docs(cls: type) -> dict[str, str]:
-    """Field docstrings (the string literal under each field) of a dataclass, by field name."""
+    """Field docstrings (the string literal under each field) of a dataclass and of the
+    dataclasses it inherits fields from, by field name."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     try:
         tree = ast.parse(inspect.getsource(cls))
     except (OSError, TypeError):

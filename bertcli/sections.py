@@ -331,14 +331,21 @@ class TrainConfig:
 # --------------------------------------------------------------------------------------- finetune
 @dataclass
 class TaskOverrides:
+    """The training keys a task's block may set over the finetune section's (null: the section's
+    value). Every task block (finetune.tasks.<glue task>, classify, ner, squad, squad_v2) has
+    them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values."""
+
     learning_rate: Optional[float] = num(None, gt=0.0)
     """Overrides finetune.learning_rate for this task."""
     epochs: Optional[float] = num(None, gt=0.0)
-    """Overrides finetune.epochs for this task."""
+    """Overrides finetune.epochs for this task (passes over its training examples)."""
     batch_size: Optional[int] = num(None, ge=1)
-    """Overrides finetune.batch_size for this task."""
+    """Overrides finetune.batch_size for this task (features per optimizer step: windows for NER
+    and SQuAD)."""
     max_seq_length: Optional[int] = num(None, ge=8)
-    """Overrides finetune.max_seq_length for this task."""
+    """Overrides finetune.max_seq_length for this task (tokens per feature, special tokens
+    included: pairs are truncated longest segment first, NER sentences and SQuAD contexts are
+    windowed)."""
     warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
     """Overrides finetune.warmup_ratio for this task."""
     weight_decay: Optional[float] = num(None, ge=0.0)
@@ -346,21 +353,11 @@ class TaskOverrides:
 
 
 @dataclass
-class SquadConfig:
-    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings."""
+class SquadConfig(TaskOverrides):
+    """`finetune.squad` (v1.1) and `finetune.squad_v2` (v2.0): BERT's SQuAD settings. The squad
+    recipe sets Google BERT's run_squad.py README values: lr 3e-5, 2 epochs, batch 32, 384
+    tokens, warmup 0.1."""
 
-    learning_rate: Optional[float] = num(3e-5, gt=0.0)
-    """Peak learning rate (Google BERT's run_squad.py README: 3e-5; null: finetune.learning_rate)."""
-    epochs: Optional[float] = num(2.0, gt=0.0)
-    """Passes over the training windows (null: finetune.epochs)."""
-    batch_size: Optional[int] = num(32, ge=1)
-    """Windows per optimizer step (null: finetune.batch_size)."""
-    max_seq_length: Optional[int] = num(384, ge=8)
-    """Tokens per window: question, context slice and special tokens (null: finetune.max_seq_length)."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
-    """Overrides finetune.warmup_ratio (run_squad.py: 0.1)."""
-    weight_decay: Optional[float] = num(None, ge=0.0)
-    """Overrides finetune.weight_decay."""
     doc_stride: int = num(128, ge=1)
     """Tokens between the starts of consecutive windows over a long context (Google BERT's
     meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
@@ -384,22 +381,10 @@ class SquadConfig:
 
 
 @dataclass
-class ClassifyConfig:
+class ClassifyConfig(TaskOverrides):
     """`bertcli finetune classify`: your own labelled files. Training keys left null take the
-    finetune section's values (the glue recipe's defaults: BERT's GLUE settings)."""
+    finetune section's values (the classify recipe's: BERT's GLUE settings)."""
 
-    learning_rate: Optional[float] = num(None, gt=0.0)
-    """Overrides finetune.learning_rate."""
-    epochs: Optional[float] = num(None, gt=0.0)
-    """Overrides finetune.epochs."""
-    batch_size: Optional[int] = num(None, ge=1)
-    """Overrides finetune.batch_size."""
-    max_seq_length: Optional[int] = num(None, ge=8)
-    """Overrides finetune.max_seq_length (pairs are truncated longest segment first)."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
-    """Overrides finetune.warmup_ratio."""
-    weight_decay: Optional[float] = num(None, ge=0.0)
-    """Overrides finetune.weight_decay."""
     text_column: str = "text"
     """Column holding the text (--text-column)."""
     text_pair_column: Optional[str] = None
@@ -414,22 +399,11 @@ class ClassifyConfig:
 
 
 @dataclass
-class NerConfig:
-    """`bertcli finetune ner`: tagging, CoNLL-2003 style. Defaults: BERT section 5.3 (lr 5e-5,
-    batch 32, 3 epochs, the first sub-token of each word labelled)."""
+class NerConfig(TaskOverrides):
+    """`bertcli finetune ner`: tagging, CoNLL-2003 style. The ner recipe sets BERT section 5.3's
+    values (lr 5e-5, batch 32, 3 epochs, 128 sub-tokens per window; the first sub-token of each
+    word labelled)."""
 
-    learning_rate: Optional[float] = num(5e-5, gt=0.0)
-    """Peak learning rate (null: finetune.learning_rate)."""
-    epochs: Optional[float] = num(3.0, gt=0.0)
-    """Passes over the training sentences (null: finetune.epochs)."""
-    batch_size: Optional[int] = num(32, ge=1)
-    """Windows per optimizer step (null: finetune.batch_size)."""
-    max_seq_length: Optional[int] = num(128, ge=8)
-    """Sub-tokens per window, special tokens included; longer sentences are windowed."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
-    """Overrides finetune.warmup_ratio."""
-    weight_decay: Optional[float] = num(None, ge=0.0)
-    """Overrides finetune.weight_decay."""
     window_overlap: int = num(32, ge=0)
     """Sub-tokens shared by consecutive windows of a long sentence (each word is still predicted
     once, by the window where it has the most context)."""

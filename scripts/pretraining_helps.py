@@ -5,7 +5,7 @@ built-in corpus, and print both dev accuracies as JSON.
     python scripts/pretraining_helps.py runs/bert-tiny/final
     python scripts/pretraining_helps.py runs/bert-tiny/final --probe shuffle --full --lr 1e-3 --epochs 4
 
-Probes (see bertcli/finetune/probe.py): `replace` (is this sentence as written, or were some of its
+Probes (see scripts/probe.py): `replace` (is this sentence as written, or were some of its
 words replaced by random ones?), `order` (are two consecutive sentences in their original order?)
 and `shuffle` (are its words reordered?). Chance is 50%. By default the encoder is frozen and only
 the pooler and classifier train (the feature-based protocol); `--full` fine-tunes everything.
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bertcli.console import print_error
     from bertcli.errors import UserError
-    from bertcli.finetune.probe import pretraining_helps
+    from probe import pretraining_helps    # scripts/probe.py, beside this file
 
     with tempfile.TemporaryDirectory() as tmp:
         try:

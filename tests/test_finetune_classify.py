@@ -76,7 +76,7 @@ def test_classify_csv_learns_end_to_end(tmp_path):
 def _cfg(*sets):
     from bertcli.recipe import load_recipe
 
-    return load_recipe("glue", list(sets)).finetune
+    return load_recipe("classify", list(sets)).finetune
 
 
 def test_file_kinds_and_labels(tmp_path):
@@ -95,12 +95,12 @@ def test_file_kinds_and_labels(tmp_path):
     cfg = _cfg("finetune.classify.text_column=t", "finetune.classify.text_pair_column=u",
                "finetune.classify.label_column=y")
     for src in ("a.jsonl", "a.parquet", "a.tsv", "dd"):
-        data = load_classify(cfg, tmp_path / src, tmp_path / src, None)
-        assert data.task.labels == ("0", "1", "2") and data.train.labels.tolist() == [1, 0, 2], src
+        spec, data = load_classify(cfg, tmp_path / src, tmp_path / src, None)
+        assert spec.labels == ("0", "1", "2") and data.train.labels.tolist() == [1, 0, 2], src
         assert data.train.text_a[1] == 'say "hi"' and data.train.text_b == ["c", "d", "f"], src
-    reg = load_classify(_cfg("finetune.classify.text_column=t", "finetune.classify.label_column=y",
+    reg_spec, reg = load_classify(_cfg("finetune.classify.text_column=t", "finetune.classify.label_column=y",
                              "finetune.classify.regression=true"), tmp_path / "a.jsonl", tmp_path / "a.tsv", None)
-    assert reg.task.is_regression and reg.task.metrics == ("pearson", "spearman")
+    assert reg_spec.is_regression and reg_spec.metrics == ("pearson", "spearman")
     assert reg.dev[0].labels.dtype == np.float32
 
 

@@ -206,7 +206,7 @@ def test_bad_input_is_one_clear_message(tmp_path):
 def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     """Two in-process runs with one seed give identical histories; another seed differs."""
     from bertcli.finetune.classification.glue_data import load_task
-    from bertcli.finetune.run import run_task
+    from bertcli.finetune.classification.glue_run import run_glue_task
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
@@ -215,7 +215,7 @@ def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     write_tasks(tmp_path / "glue", n_sst=64)
     data = load_task(TASKS["sst2"], tmp_path / "glue")
     sets = ["finetune.epochs=2", "finetune.max_seq_length=32", "finetune.save_model=false", "finetune.learning_rate=1e-3"]
-    runs = [run_task(load_recipe("glue", sets + [f"seed={s}"]), ckpt, data, tmp_path / f"o{i}")
+    runs = [run_glue_task(load_recipe("glue", sets + [f"seed={s}"]), ckpt, data, tmp_path / f"o{i}")
             for i, s in enumerate((7, 7, 8))]
     assert runs[0]["history"] == runs[1]["history"]
     assert runs[0]["history"] != runs[2]["history"]
@@ -229,7 +229,7 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     from safetensors.torch import load_file
 
     from bertcli.finetune.classification.glue_data import load_task
-    from bertcli.finetune.run import run_task
+    from bertcli.finetune.classification.glue_run import run_glue_task
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.recipe import load_recipe
 
@@ -241,7 +241,7 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     for freeze in (True, False):
         sets = ["finetune.epochs=1", "finetune.max_seq_length=32", "finetune.learning_rate=1e-3",
                 f"finetune.freeze_encoder={str(freeze).lower()}"]
-        run_task(load_recipe("glue", sets), ckpt, data, tmp_path / f"o{freeze}")
+        run_glue_task(load_recipe("glue", sets), ckpt, data, tmp_path / f"o{freeze}")
         after = load_file(tmp_path / f"o{freeze}" / "sst2" / "model.safetensors")
         shared = [k for k in after if k.startswith("roberta.") and k in before]
         assert len(shared) > 10 and any(k.startswith("classifier.") for k in after)

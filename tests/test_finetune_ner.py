@@ -79,7 +79,7 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
 
     ckpt = tiny_checkpoint(tmp_path / "ckpt", corpus_texts(), kind=kind)
     data = _data(tmp_path / "data", random.Random(6), n_train=320, n_dev=60)
-    recipe = load_recipe("glue", ["finetune.ner.learning_rate=2e-3", "finetune.ner.batch_size=16",
+    recipe = load_recipe("ner", ["finetune.ner.learning_rate=2e-3", "finetune.ner.batch_size=16",
                                   "finetune.ner.epochs=3", "finetune.ner.max_seq_length=24",
                                   "finetune.ner.window_overlap=6", "finetune.save_model=false"])
     res = run_ner(recipe, ckpt, data, tmp_path / "out")
@@ -92,7 +92,9 @@ def _task(data_dir, *sets):
     from bertcli.finetune.tagging.task import NerTask
     from bertcli.recipe import load_recipe
 
-    return NerTask(load_recipe("glue", list(sets)).finetune, data_dir)
+    task = NerTask(load_recipe("ner", list(sets)).finetune, data_dir)
+    task.data = task.read()
+    return task
 
 
 def test_bad_ner_input_is_one_clear_message(tmp_path):

@@ -4,10 +4,14 @@ architecture randomly initialized, with the same data, hyperparameters, seed and
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from test_model_util import one_thread  # noqa: F401 (fixture)
 
-from bertcli.finetune.probe import build_probe, pretraining_helps
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))   # the probe is a script's library
+from probe import _examples, build_probe, pretraining_helps, probe_documents  # noqa: E402
 
 
 def test_probe_tasks_are_balanced_and_disjoint():
@@ -27,8 +31,6 @@ def test_probe_tasks_are_balanced_and_disjoint():
 
 def test_replace_probe_changes_15_percent_of_the_words():
     import numpy as np
-
-    from bertcli.finetune.probe import _examples, probe_documents
 
     docs = probe_documents(max_sentences=400)
     vocab = sorted({w for d in docs for s in d for w in s.split()})

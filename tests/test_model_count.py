@@ -1,5 +1,5 @@
 """Parameter counts of every shipped recipe equal transformers' models of the same config (and
-DESIGN.md's figures), counted on the meta device."""
+the figures of README.md's recipe table), counted on the meta device."""
 
 from __future__ import annotations
 

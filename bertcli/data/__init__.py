@@ -2,7 +2,7 @@
 
 CONTRACT between the data builder, the collator and the trainer
 ---------------------------------------------------------------
-Built data directory (`bertcli build-data`, see DESIGN.md): a `datasets.DatasetDict` saved with
+Built data directory (`bertcli build-data`, see docs/design.md): a `datasets.DatasetDict` saved with
 `save_to_disk`, splits "train" and "validation", unpadded rows with columns
     input_ids: list[int]          [CLS] A [SEP] B [SEP] (family's special tokens)
     token_type_ids: list[int]     0 for A (and its [CLS]/[SEP]), 1 for B

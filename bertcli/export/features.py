@@ -181,9 +181,9 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     import torch
 
     from bertcli.finetune.encoder_heads import TextFeaturizer, pool as pool_states
-    from bertcli.finetune.engine import check_output
     from bertcli.finetune.featurizer import Context
     from bertcli.finetune.heads import saved_head
+    from bertcli.paths import check_output_dir
     from bertcli.model import load_checkpoint
     from bertcli.tokenizer import load_tokenizer
     from bertcli.train.precision import resolve_device
@@ -195,7 +195,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
         raise UserError(f"--pool {pool!r} is not one of {', '.join(POOL)}")
     if out.suffix not in (".parquet", ".npy"):
         raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out features.parquet")
-    check_output(out.parent if str(out.parent) else Path("."))
+    check_output_dir(out.parent if str(out.parent) else Path("."), "the output directory", "--out")
     dev = resolve_device(device, where="--device")
     tok = load_tokenizer(checkpoint)
     model, _ = load_checkpoint(checkpoint, head=saved_head(checkpoint))

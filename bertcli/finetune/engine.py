@@ -1,6 +1,6 @@
 """The fine-tuning engine: one loop for every task (the interface is in `finetune/task.py`).
 
-    run_task(task, recipe, checkpoint, final, root)
+    run_task(task, recipe, checkpoint, final)      (called by `runner.finetune`)
         load the checkpoint with the task's head (a pretraining-only checkpoint starts the head
         fresh and says so) -> featurize train/dev/test -> fit (AdamW from the trainer's
         modules, warmup + linear decay, precision, a dev evaluation after every epoch, the best
@@ -194,14 +194,6 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
                         fix=f"--set finetune.max_seq_length={usable} (or lower)")
 
 
-def check_output(path: Path) -> None:
-    """The output directory must be writable before any training (nothing trained is lost):
-    the shared write-path check of every command."""
-    from bertcli.paths import check_output_dir
-
-    check_output_dir(path, "the output directory", "--out")
-
-
 def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):
     """The checkpoint with the task's head; (model, LoadReport)."""
     from bertcli.model import load_checkpoint
@@ -220,10 +212,9 @@ def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretra
     return model, report
 
 
-def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | None = None,
-             init: str = "pretrained", announce: str | None = None) -> dict:
-    """Fine-tune, evaluate and predict one task; returns its results.json content. `final` is
-    the model directory to write; `root` receives the test predictions (default: `final`).
+def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pretrained") -> dict:
+    """Fine-tune, evaluate and predict one task whose splits are read (`task.data`); returns its
+    results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
     shows what pretraining is worth."""
     from bertcli.model import save_checkpoint
@@ -233,7 +224,6 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     from bertcli.finetune.classification.submission import write_json
 
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
-    check_output(Path(final))                     # before any work: nothing trained is lost
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
     advise_threads(device)
@@ -247,7 +237,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     tests = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.test}
     per_epoch, total, warmup = schedule_lengths(len(train), hyper)
     windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
-    console.log(f"{announce or task.name}: {len(data.train):,} train examples{windows}, {total:,} steps "
+    console.log(f"{task.describe()}: {len(data.train):,} train examples{windows}, {total:,} steps "
                 f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
                 f"{hyper.max_seq_length} tokens, device {device}")
 
@@ -255,36 +245,31 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, root: Path | Non
     result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id)
     seconds = time.monotonic() - start
 
-    test_preds = {name: (split, predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device,
-                                        cfg.precision)) for name, (split, feats) in tests.items()}
-    test_files = []
-    if root is not None:                          # GLUE: submission/ beside the task folders
-        for split, pred in test_preds.values():
-            test_files += [str(p) for p in task.write_predictions(split, pred, Path(root), "test")]
-    else:                                         # inside the run folder: listed by their final path
-        test_files = [str(Path(final) / p) for split, pred in test_preds.values()
-                      for p in task.test_names(split)]
+    def run(split, feats):
+        return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
 
-    results = {
-        "task": task.name, "head": task.head,
-        "dev": result.dev_metrics, "score": result.best_score,
-        "best_epoch": result.best_epoch, "history": result.history,
-        "hyperparameters": hyper.values, "seed": recipe.seed,
-        "checkpoint": str(checkpoint), "init": init, "fresh_parameters": list(report.fresh),
-        "data": {"layout": data.layout, "source": data.source, "train": len(data.train),
-                 **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
-                 **data.facts},
-        "steps": result.steps, "train_seconds": round(seconds, 1), task.test_key: test_files,
-        **task.results(),
-    }
-    with building(Path(final), recipe) as tmp:
+    final = Path(final)
+    with building(final, recipe) as tmp:
         if cfg.save_model:
             save_checkpoint(model, tmp, tokenizer_dir=checkpoint)
-        for name, (split, feats) in devs.items():
-            pred = predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
-            task.write_predictions(split, pred, tmp, "dev")
-        if root is None:
-            for split, pred in test_preds.values():
-                task.write_predictions(split, pred, tmp, "test")
+        for split, feats in devs.values():
+            task.write_predictions(split, run(split, feats), tmp, "dev")
+        written = [p for split, feats in tests.values()
+                   for p in task.write_predictions(split, run(split, feats), tmp, "test")]
+        # listed by where they are once the folder is renamed (a task may write elsewhere)
+        test_files = [str(final / Path(p).relative_to(tmp)) if Path(p).is_relative_to(tmp) else str(p)
+                      for p in written]
+        results = {
+            "task": task.name, "head": task.head,
+            "dev": result.dev_metrics, "score": result.best_score,
+            "best_epoch": result.best_epoch, "history": result.history,
+            "hyperparameters": hyper.values, "seed": recipe.seed,
+            "checkpoint": str(checkpoint), "init": init, "fresh_parameters": list(report.fresh),
+            "data": {"layout": data.layout, "source": data.source, "train": len(data.train),
+                     **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
+                     **data.facts},
+            "steps": result.steps, "train_seconds": round(seconds, 1), **task.test_record(test_files),
+            **task.results(),
+        }
         write_json(tmp / "results.json", results)
     return results

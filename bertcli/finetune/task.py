@@ -1,20 +1,26 @@
 """The task interface of the fine-tuning engine.
 
-A task is one module that owns what differs between fine-tuning problems; the engine
-(`bertcli.finetune.engine`) owns everything else: the training loop, AdamW, warmup + linear
-decay, precision, dev evaluation after every epoch, the choice of the best epoch, the HF
-directory of the best model, `results.json`, progress and errors.
+A task is one folder (`classification/`, `tagging/`, `qa/`) that owns what differs between
+fine-tuning problems; the runner (`bertcli.finetune.runner`) owns the output defaults, the
+checks before any work, `finetune.max_train_examples` and the summary; the engine
+(`bertcli.finetune.engine`) owns the training loop, AdamW, warmup + linear decay, precision,
+dev evaluation after every epoch, the choice of the best epoch, the HF directory of the best
+model and `results.json`.
 
-CONTRACT (what `engine.run_task(task, recipe, checkpoint, out)` calls, in this order)
+CONTRACT (what `runner.finetune(task, recipe, checkpoint, out)` calls, in this order)
 
-    task.name: str                 key in results.json and messages (`sst2`, `classify`, `ner`)
+    task.name: str                 key in results.json, messages and the default output folder
+                                   (runs/<name>/<checkpoint>): `sst2`, `classify`, `ner`, `squad`
     task.head: str                 the model head load_checkpoint builds: "classification"
                                    (pooled, [B, C]), "token" ([B, T, C] / [n, C] at positions),
                                    "qa" (start/end logits, transformers' `qa_outputs`)
-    task.labels: tuple | None      the head's id2label names (len 1 = regression); None for "qa"
     task.hyper: Hyper              resolved settings (finetune section + the task's block)
-    task.data: TaskSplits          train / dev / test splits, read when the task was made (so a
-                                   broken file fails before any model is loaded)
+    task.read() -> TaskSplits[S]   every split, read and checked, before any model is loaded
+                                   (so a broken file fails in seconds); the runner keeps it in
+                                   `task.data`, its train split cut to `max_train_examples`
+                                   (`Split.head`). After it: task.labels (the head's id2label
+                                   names; len 1 = regression; None for "qa") is known.
+    task.describe() -> str         how the log line before training names the task
 
     task.featurize(split, tok, zero_types) -> Features
         Examples of one split -> model features. ONE EXAMPLE MAY GIVE SEVERAL FEATURES (windows
@@ -29,19 +35,26 @@ CONTRACT (what `engine.run_task(task, recipe, checkpoint, out)` calls, in this o
         only the positions the loss needs (sparse last layer).
     task.loss(outputs, batch) -> scalar tensor (float32)
     task.collect(outputs, batch) -> sequence of B per-feature results (numpy), eval only
-    task.decode(split, features, collected) -> predictions, one per EXAMPLE in split order
+    task.decode(split, features, collected) -> P, one prediction per EXAMPLE in split order
         (`collected[i]` is feature i's result; aggregate windows back here)
     task.evaluate(split, predictions) -> {metric: float}     fractions, main metric first
     task.score(dev_metrics: {split name: {metric: float}}) -> float   higher is better
     task.format(dev_metrics) -> str                          one line for the log
-    task.write_predictions(split, predictions, directory, kind) -> [paths]
-        kind "dev": into the model directory under construction; kind "test": into the run
-        folder (GLUE: submission/ beside the task folders), `task.test_names(split)` lists them
+    task.write_predictions(split, predictions, directory, kind) -> [paths written]
+        kind "dev" or "test": into `directory`, the model directory under construction (it is
+        renamed when complete; the paths are reported by their final place). A task may write
+        test predictions elsewhere (GLUE: submission/ beside the task folders).
+    task.test_record(paths) -> dict  how results.json lists the test files ({"test_predictions": ...})
     task.results() -> dict        extra task facts for results.json (label scheme, repairs ...)
+    task.summary_title(results), task.summary_rows(results)   the table shown at the end
 
-Adding a task = one module with a Task subclass + one recipe block in `FinetuneConfig`
-(`sections.py`) + one CLI command calling `engine.run_task`. `Task` gives defaults for the
-pieces most tasks share (a single dev split scores its mean metric; log line x100).
+Adding a task with an existing head touches four files, none of them shared machinery: its
+folder (a Task subclass and a `run_<task>` calling `runner.finetune`), its block in
+`FinetuneConfig` (`sections.py`: a dataclass inheriting the shared training keys from
+`TaskOverrides`, plus its own keys), its default recipe (`recipes/<task>.yaml`) and its command
+in `cli.py` (the options, then `run_<task>`). The engine, the runner and this file stay as they
+are. `Task` gives defaults for the pieces most tasks share (a single dev split scores its mean
+metric; log line and summary x100).
 """
 
 from __future__ import annotations
@@ -49,9 +62,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions comes with torch
+    from typing_extensions import Self
 
 
 @dataclass
@@ -116,31 +132,57 @@ def pack(rows_ids: Sequence[Sequence[int]], rows_types: Sequence[Sequence[int]],
                     per_token={k: flat(v, np.int64) for k, v in per_token.items()})
 
 
-@dataclass
-class TaskSplits:
-    """A task's examples, read before any training: splits are the task's own objects (they
-    need `name`, `source` and `__len__`)."""
+class Split(Protocol):
+    """What the runner and the engine need of a split, whatever its task: the sentence (pair)
+    splits of classification, the tagged sentences of tagging, the questions of qa."""
 
-    train: Any
-    dev: list
-    test: list = field(default_factory=list)
+    name: str            # train, dev, test; GLUE's matched / mismatched / ax
+    source: str          # the file or dataset split, for messages and results.json
+
+    def __len__(self) -> int:
+        """Examples (sentences, pairs, questions), not features."""
+        ...
+
+    def head(self, n: int) -> Self:
+        """The first `n` examples, as a split of the same kind (finetune.max_train_examples)."""
+        ...
+
+
+S = TypeVar("S", bound=Split)     # the task's split type
+P = TypeVar("P")                  # the task's predictions of one split
+
+
+@dataclass
+class TaskSplits(Generic[S]):
+    """A task's examples, read before any training."""
+
+    train: S
+    dev: list[S]
+    test: list[S] = field(default_factory=list)
     layout: str = ""
     source: str = ""
     facts: dict = field(default_factory=dict)     # what results.json should record about the data
 
+    def limit_train(self, n: int | None) -> TaskSplits[S]:
+        """These splits with only the first `n` training examples (None: all)."""
+        return self if n is None else dataclasses.replace(self, train=self.train.head(n))
 
-class Task:
-    """Base class: override featurize, forward, loss, collect, decode, evaluate, write_predictions."""
+
+class Task(Generic[S, P]):
+    """Base class: override read, featurize, forward, loss, collect, decode, evaluate,
+    write_predictions, summary_rows."""
 
     name: str = "task"
     head: str = "classification"
     labels: tuple[str, ...] | None = None
-    test_key: str = "test_predictions"   # results.json key listing the test prediction files
     hyper: Hyper
-    data: TaskSplits
+    data: TaskSplits[S]
 
     # -- the task's own pieces ------------------------------------------------------------
-    def featurize(self, split, tok, zero_types: bool) -> Features:
+    def read(self) -> TaskSplits[S]:
+        raise NotImplementedError
+
+    def featurize(self, split: S, tok, zero_types: bool) -> Features:
         raise NotImplementedError
 
     def forward(self, model, batch: dict, train: bool):
@@ -152,26 +194,36 @@ class Task:
     def collect(self, outputs, batch: dict) -> Sequence:
         raise NotImplementedError
 
-    def decode(self, split, features: Features, collected: list) -> Any:
+    def decode(self, split: S, features: Features, collected: list) -> P:
         raise NotImplementedError
 
-    def evaluate(self, split, predictions) -> dict[str, float]:
+    def evaluate(self, split: S, predictions: P) -> dict[str, float]:
         raise NotImplementedError
 
-    def write_predictions(self, split, predictions, directory: Path, kind: str) -> list[Path]:
+    def write_predictions(self, split: S, predictions: P, directory: Path, kind: str) -> list[Path]:
         return []
 
-    def test_names(self, split) -> list[str]:
-        """File names (relative to the run folder) write_predictions gives a test split."""
-        return []
+    def summary_rows(self, results: dict) -> list[tuple[str, Any]]:
+        """Rows of the table shown at the end (dev metrics x100)."""
+        return [(k, f"{100 * v:.1f}") for m in results["dev"].values() for k, v in m.items()]
 
     # -- defaults ---------------------------------------------------------------------------
+    def describe(self) -> str:
+        return self.name
+
+    def summary_title(self, results: dict) -> str:
+        return f"{self.name} dev results (x100), epoch {results['best_epoch']}"
+
     def score(self, dev_metrics: dict[str, dict[str, float]]) -> float:
         """The first (main) metric of each dev split, averaged."""
         return float(np.mean([next(iter(m.values())) for m in dev_metrics.values()]))
 
     def format(self, dev_metrics: dict[str, dict[str, float]]) -> str:
         return ", ".join(f"{k} {100 * v:.1f}" for m in dev_metrics.values() for k, v in m.items())
+
+    def test_record(self, paths: list[str]) -> dict:
+        """results.json's entry listing the test prediction files."""
+        return {"test_predictions": paths}
 
     def results(self) -> dict:
         return {}

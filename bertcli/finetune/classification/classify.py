@@ -16,6 +16,7 @@ test_predictions/test.tsv (`index<TAB>prediction`, labels spelled as in the file
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -24,9 +25,11 @@ import numpy as np
 
 from bertcli import console
 from bertcli.errors import UserError, closest
-from bertcli.finetune.classification.glue_data import Split, TaskData, _Columns, tsv_rows
-from bertcli.finetune.classification.glue import EvalSplit, TaskSpec
-from bertcli.finetune.task import overlay
+from bertcli.finetune import runner
+from bertcli.finetune.classification.glue_data import Split, _Columns, tsv_rows
+from bertcli.finetune.classification.labels import LabelSpec
+from bertcli.finetune.classification.task import SequenceTask
+from bertcli.finetune.task import TaskSplits, overlay
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -178,8 +181,9 @@ def to_split(cols: _Columns, where: list[str], name: str, cfg, labels, labelled:
     return Split(name, cols.source, text, pair, y, ids)
 
 
-def load_classify(cfg, train: Path, dev: Path, test: Path | None) -> TaskData:
-    """Read and check all files before any model is loaded."""
+def load_classify(cfg, train: Path, dev: Path, test: Path | None) -> tuple[LabelSpec, TaskSplits[Split]]:
+    """Read and check all files before any model is loaded: the labels (from the training file)
+    and the splits."""
     block = cfg.classify
     t_cols, t_where = read_table(train, "train")
     for name, what in ((block.text_column, "text"), (block.text_pair_column, "text-pair")):
@@ -189,11 +193,7 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None) -> TaskData:
     if labels is not None and len(labels) < 2:
         raise UserError(f"the training labels hold one class only ({labels[0]!r})", where=t_cols.source,
                         fix="a classifier needs at least two classes (or --regression for numbers)")
-    metrics = REGRESSION_METRICS if labels is None else CLASSIFY_METRICS
-    spec = TaskSpec("classify", "classify", labels, labels, metrics, tsv_a=block.text_column,
-                    tsv_b=block.text_pair_column, tsv_label=block.label_column,
-                    dev=(EvalSplit("dev", str(dev), "validation"),),
-                    test=(EvalSplit("test", str(test), "test"),) if test else ())
+    spec = LabelSpec(labels, labels, REGRESSION_METRICS if labels is None else CLASSIFY_METRICS)
     train_split = to_split(t_cols, t_where, "train", block, labels, True)
     d_cols, d_where = read_table(dev, "dev")
     dev_split = to_split(d_cols, d_where, "dev", block, labels, True)
@@ -204,33 +204,27 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None) -> TaskData:
     if labels is not None and len(labels) > 0.5 * len(train_split) and all(_number(n) is not None for n in labels):
         console.log(f"warning: {len(labels):,} distinct numeric labels in {len(train_split):,} rows: "
                     "a regression task? (--regression)")
-    return TaskData(spec, "files", str(train), train_split, [dev_split], tests)
+    return spec, TaskSplits(train_split, [dev_split], tests, "files", str(train), {"skipped_rows": {}})
+
+
+class ClassifyTask(SequenceTask):
+    """The classification task on your own files: labels from the training file."""
+
+    def __init__(self, cfg, train: Path, dev: Path, test: Path | None = None):
+        super().__init__("classify", overlay(cfg, cfg.classify))
+        self.cfg, self.files = cfg, (train, dev, test)
+
+    def read(self) -> TaskSplits[Split]:
+        self.spec, splits = load_classify(self.cfg, *self.files)
+        what = "regression" if self.spec.is_regression else f"{self.spec.num_labels} classes"
+        console.log(f"classify: {what}" + (f" ({', '.join(self.spec.labels)})" if self.spec.labels else ""))
+        return splits
 
 
 def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | None = None,
                  out: Path | None = None, **columns) -> dict:
     """Fine-tune on your own files; `columns` override finetune.classify keys (the CLI flags)."""
-    import dataclasses
-
-    from bertcli.finetune.engine import check_output, run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
-    from bertcli.finetune.classification.task import SequenceTask
-
-    cfg = recipe.finetune
     if columns:
-        cfg = dataclasses.replace(cfg, classify=dataclasses.replace(cfg.classify, **columns))
+        cfg = dataclasses.replace(recipe.finetune, classify=dataclasses.replace(recipe.finetune.classify, **columns))
         recipe = dataclasses.replace(recipe, finetune=cfg)       # the saved recipe.yaml shows them
-    checkpoint = Path(checkpoint)
-    out = Path(out) if out is not None else default_out(checkpoint, "classify")
-    check_output(out)
-    check_checkpoint(checkpoint)
-    data = load_classify(cfg, train, dev, test)
-    task = SequenceTask(data, overlay(cfg, cfg.classify))
-    what = "regression" if data.task.is_regression else f"{data.task.num_labels} classes"
-    console.log(f"classify: {what}" + (f" ({', '.join(data.task.labels)})" if data.task.labels else ""))
-    results = run_task(task, recipe, checkpoint, out)
-    dev_m = results["dev"]["dev"]
-    console.summary(f"classify dev results (x100), epoch {results['best_epoch']}",
-                    [(k, f"{100 * v:.1f}") for k, v in dev_m.items()])
-    console.log(f"model and predictions in {out}")
-    return results
+    return runner.finetune(ClassifyTask(recipe.finetune, train, dev, test), recipe, checkpoint, out)

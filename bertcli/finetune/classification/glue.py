@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from bertcli.errors import UserError, did_you_mean
+from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
 
 
@@ -57,6 +58,11 @@ class TaskSpec:
     @property
     def pair(self) -> bool:
         return self.tsv_b is not None
+
+    @property
+    def label_spec(self) -> LabelSpec:
+        """What the classifier predicts (the rest of the spec is where GLUE's files are)."""
+        return LabelSpec(self.labels, self.label_names, self.metrics, self.score_range)
 
 
 def _test(submission: str) -> tuple[EvalSplit, ...]:

@@ -37,6 +37,11 @@ class Split:
     def __len__(self) -> int:
         return len(self.text_a)
 
+    def head(self, n: int) -> "Split":
+        """The first `n` examples (finetune.max_train_examples)."""
+        return Split(self.name, self.source, self.text_a[:n], self.text_b[:n] if self.text_b is not None else None,
+                     self.labels[:n] if self.labels is not None else None, self.ids[:n])
+
 
 @dataclass
 class TaskData:

@@ -8,9 +8,12 @@ or Spearman correlation with a constant side is undefined and reported as 0 (sci
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from bertcli.finetune.classification.glue import GLUE_ORDER, TaskSpec
+from bertcli.finetune.classification.labels import LabelSpec
 
 
 def accuracy(pred: np.ndarray, gold: np.ndarray) -> float:
@@ -79,8 +82,8 @@ LABELS = {"accuracy": "acc", "f1": "F1", "macro_f1": "macro-F1", "mcc": "MCC", "
           "spearman": "Spearman"}
 
 
-def compute(task: TaskSpec, pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
-    """The task's GLUE metrics on one dev set."""
+def compute(task: LabelSpec | TaskSpec, pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+    """The task's metrics on one dev set."""
     return {name: METRICS[name](pred, gold) for name in task.metrics}
 
 
@@ -102,11 +105,13 @@ def format_metrics(task: TaskSpec, dev_metrics: dict[str, dict[str, float]]) -> 
     return "/".join(f"{100 * v:.1f}" for metrics in dev_metrics.values() for v in metrics.values())
 
 
-def metric_header(task: TaskSpec) -> str:
-    """`F1/acc`, `Pearson/Spearman`, `acc-m/acc-mm`: what format_metrics shows."""
+def metric_header(task: LabelSpec | TaskSpec, dev_names: Sequence[str] | None = None) -> str:
+    """`F1/acc`, `Pearson/Spearman`, `acc-m/acc-mm`: what format_metrics shows. `dev_names`:
+    the dev splits (default: a GLUE TaskSpec's)."""
     short = {"matched": "m", "mismatched": "mm"}
-    if len(task.dev) > 1:
-        return "/".join(f"{LABELS[m]}-{short.get(s.name, s.name)}" for s in task.dev for m in task.metrics)
+    names = list(dev_names) if dev_names is not None else [s.name for s in task.dev]
+    if len(names) > 1:
+        return "/".join(f"{LABELS[m]}-{short.get(n, n)}" for n in names for m in task.metrics)
     return "/".join(LABELS[m] for m in task.metrics)
 
 

@@ -1,10 +1,10 @@
 """Sentence and sentence-pair classification (or regression): the task behind GLUE's nine
-presets and `bertcli finetune classify`.
+presets (`glue_run.GlueTask`) and `bertcli finetune classify` (`classify.ClassifyTask`).
 
 One example is one feature ([CLS] A [SEP] B [SEP], truncated longest-first); the head is
 transformers' *ForSequenceClassification (pooled [CLS], dropout, linear; RoBERTa's two-layer
 head); the loss cross-entropy, or mean squared error with one output (regression); metrics by
-name from `finetune.metrics` as the TaskSpec lists them.
+name from `classification.metrics` as the label spec lists them.
 """
 
 from __future__ import annotations
@@ -16,35 +16,42 @@ import torch
 import torch.nn.functional as F
 
 from bertcli.finetune.classification import metrics
-from bertcli.finetune.classification.glue_data import Split, TaskData
+from bertcli.finetune.classification.features import encode_split, label_of
+from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
-from bertcli.finetune.classification.glue import TaskSpec
 
 
-class SequenceTask(Task):
-    """Classification of a text (pair) into `spec.labels` (None: regression)."""
+class SequenceTask(Task[Split, np.ndarray]):
+    """Classification of a text (pair) into `spec.labels` (None: regression). Subclasses read
+    their splits (`read`); `spec` is known once they have."""
 
     head = "classification"
+    spec: LabelSpec
 
-    def __init__(self, data: TaskData, hyper: Hyper, test_folder: str | None = None):
-        self.spec: TaskSpec = data.task
-        self.name = self.spec.name
-        self.labels = self.spec.label_names if self.spec.labels is not None else None
-        self.hyper = hyper
-        self.data = TaskSplits(data.train, list(data.dev), list(data.test), data.layout, data.source,
-                               {"skipped_rows": data.skipped})
-        # GLUE: test predictions are submission/<Task>.tsv; others test_predictions/<split>.tsv
-        self.test_folder = test_folder
-        self.test_key = "submission" if test_folder == "submission" else "test_predictions"
+    def __init__(self, name: str, hyper: Hyper, spec: LabelSpec | None = None,
+                 splits: TaskSplits[Split] | None = None):
+        self.name, self.hyper = name, hyper
+        if spec is not None:
+            self.spec = spec
+        self._splits = splits
+
+    def read(self) -> TaskSplits[Split]:
+        """Splits given when the task was made (a probe, a test); readers override this."""
+        if self._splits is None:
+            raise NotImplementedError
+        return self._splits
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        return self.spec.names if self.spec.labels is not None else None
 
     @property
     def model_kwargs(self) -> dict:
-        return {"num_labels": self.spec.num_labels, "labels": self.spec.label_names}
+        return {"num_labels": self.spec.num_labels, "labels": self.spec.names}
 
     def featurize(self, split: Split, tok, zero_types: bool) -> Features:
-        from bertcli.finetune.classification.features import encode_split
-
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":
@@ -64,8 +71,6 @@ class SequenceTask(Task):
     def decode(self, split: Split, features: Features, collected: list) -> np.ndarray:
         """Class ids [n] (or scores [n] for regression) in the split's order: predict's own
         decision (features.label_of) on the logits."""
-        from bertcli.finetune.classification.features import label_of
-
         out = np.zeros(len(split), dtype=np.float32 if self.spec.is_regression else np.int64)
         if len(collected):
             out[features.example] = label_of(np.stack(collected))
@@ -78,19 +83,10 @@ class SequenceTask(Task):
         return metrics.task_score(self.spec, dev_metrics)
 
     def format(self, dev_metrics: dict) -> str:
-        return f"{metrics.metric_header(self.spec)} {metrics.format_metrics(self.spec, dev_metrics)}"
+        return f"{metrics.metric_header(self.spec, list(dev_metrics))} {metrics.format_metrics(self.spec, dev_metrics)}"
 
     def write_predictions(self, split: Split, predictions, directory: Path, kind: str) -> list[Path]:
+        """`index<TAB>prediction` files, labels spelled as in the data: dev_predictions/<split>.tsv,
+        test_predictions/<split>.tsv."""
         values = prediction_strings(self.spec, predictions)
-        if kind == "dev":
-            return [write_predictions(directory / "dev_predictions" / f"{split.name}.tsv", split.ids, values)]
-        return [write_predictions(directory / name, split.ids, values) for name in self.test_names(split)]
-
-    def test_names(self, split: Split) -> list[str]:
-        if self.test_folder == "submission":
-            file = next((s.submission for s in self.spec.test if s.name == split.name), "AX.tsv")
-            return [f"submission/{file}"]
-        return [f"test_predictions/{split.name}.tsv"]
-
-    def results(self) -> dict:
-        return {"glue_name": self.spec.glue_name}
+        return [write_predictions(Path(directory) / f"{kind}_predictions" / f"{split.name}.tsv", split.ids, values)]

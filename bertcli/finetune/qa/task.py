@@ -24,32 +24,43 @@ import torch.nn.functional as F
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.finetune import runner
 from bertcli.finetune.qa import metrics as squad_metrics
-from bertcli.finetune.qa.data import SquadData, SquadSplit, load_squad
+from bertcli.finetune.qa.data import SquadSplit, load_squad
 from bertcli.finetune.qa.decode import Decoded, SpanFeaturizer
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 
 
-class SquadTask(Task):
+class SquadTask(Task[SquadSplit, Decoded]):
     head = "qa"
     labels = None
 
-    def __init__(self, data: SquadData, cfg, version: int):
-        self.version = version
+    def __init__(self, cfg, version: int, data_dir: Path | None = None, hub: str | None = None):
+        if (data_dir is None) == (hub is None):
+            raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
+                            fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")
+        self.version, self.source = version, (data_dir, hub)
         self.name = "squad" if version == 1 else "squad_v2"
         self.block = cfg.squad if version == 1 else cfg.squad_v2
         self.hyper = overlay(cfg, self.block)
         for key in ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold", "scoring"):
             self.hyper.values[key] = getattr(self.block, key)
-        train = data.train.head(cfg.max_train_examples) if cfg.max_train_examples else data.train
-        self.chars = self.block.scoring == "chars" or (
-            self.block.scoring == "auto" and not squad_metrics.has_spaces(data.dev.contexts))
-        self.data = TaskSplits(train, [data.dev], [], data.layout, data.source,
-                               {"version": "v2.0" if version == 2 else "v1.1", "scoring": "chars" if self.chars else "words",
-                                "answers_repaired": {"train": data.train.repaired, "dev": data.dev.repaired},
-                                "answers_dropped": {"train": data.train.dropped, "dev": data.dev.dropped}})
         self.unaligned: dict[str, int] = {}
         self.windows: dict[str, int] = {}
+
+    def read(self) -> TaskSplits[SquadSplit]:
+        data_dir, hub = self.source
+        console.log(f"reading SQuAD {'v2.0' if self.version == 2 else 'v1.1'} from {hub or data_dir}")
+        data = load_squad(data_dir, hub, self.version, bad_answers=self.block.bad_answers)
+        self.chars = self.block.scoring == "chars" or (
+            self.block.scoring == "auto" and not squad_metrics.has_spaces(data.dev.contexts))
+        return TaskSplits(data.train, [data.dev], [], data.layout, data.source,
+                          {"version": "v2.0" if self.version == 2 else "v1.1", "scoring": "chars" if self.chars else "words",
+                           "answers_repaired": {"train": data.train.repaired, "dev": data.dev.repaired},
+                           "answers_dropped": {"train": data.train.dropped, "dev": data.dev.dropped}})
+
+    def describe(self) -> str:
+        return f"SQuAD {self.data.facts['version']} ({len(self.data.dev[0]):,} dev questions)"
 
     # ------------------------------------------------------------------------- features
     def featurize(self, split: SquadSplit, tok, zero_types: bool) -> Features:
@@ -157,34 +168,25 @@ class SquadTask(Task):
                 "unaligned_answers": self.unaligned}
 
 
+    def summary_title(self, results: dict) -> str:
+        return f"SQuAD {self.data.facts['version']} dev (x100)"
+
+    def summary_rows(self, results: dict) -> list[tuple[str, object]]:
+        m = results["dev"]["dev"]
+        rows = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
+        if self.version == 2:
+            rows += [(k.replace("_", " "), f"{100 * m[k]:.2f}") for k in ("HasAns_f1", "NoAns_f1") if k in m]
+            rows += [("best F1 / threshold", f"{100 * m['best_f1']:.2f} / {m['best_f1_thresh']:.3f}"),
+                     ("best EM / threshold", f"{100 * m['best_exact']:.2f} / {m['best_exact_thresh']:.3f}")]
+        rows.append(("best epoch", results["best_epoch"]))
+        return rows
+
+
 # ----------------------------------------------------------------------------------- command
 def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
               version: int = 1, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
-    from bertcli.finetune.engine import run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
-
-    if (data_dir is None) == (hub is None):
-        raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
-                        fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")
-    checkpoint = Path(checkpoint)
-    check_checkpoint(checkpoint)
-    console.log(f"reading SQuAD {'v2.0' if version == 2 else 'v1.1'} from {hub or data_dir}")
-    block = recipe.finetune.squad if version == 1 else recipe.finetune.squad_v2
-    data = load_squad(data_dir, hub, version, bad_answers=block.bad_answers)
-    task = SquadTask(data, recipe.finetune, version)
-    out = Path(out) if out is not None else Path("runs") / task.name / default_out(checkpoint).name
-    results = run_task(task, recipe, checkpoint, out,
-                       announce=f"SQuAD {task.data.facts['version']} ({len(data.dev):,} dev questions)")
-    m = results["dev"]["dev"]
-    rows = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
-    if version == 2:
-        rows += [(k.replace("_", " "), f"{100 * m[k]:.2f}") for k in ("HasAns_f1", "NoAns_f1") if k in m]
-        rows += [("best F1 / threshold", f"{100 * m['best_f1']:.2f} / {m['best_f1_thresh']:.3f}"),
-                 ("best EM / threshold", f"{100 * m['best_exact']:.2f} / {m['best_exact_thresh']:.3f}")]
-    rows.append(("best epoch", results["best_epoch"]))
-    console.summary(f"SQuAD {task.data.facts['version']} dev (x100): {out}", rows)
-    return results
+    return runner.finetune(SquadTask(recipe.finetune, version, data_dir, hub), recipe, checkpoint, out)
 
 
 __all__ = ["SquadTask", "run_squad"]

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.finetune import runner
 from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
@@ -30,15 +31,20 @@ from bertcli.finetune.tagging.windows import TagFeaturizer, per_word
 from bertcli.stages import write_text_atomic
 
 
-class NerTask(Task):
+class NerTask(Task[TagSplit, list[list[str]]]):
     name = "ner"
     head = "token"
 
     def __init__(self, cfg, data_dir: Path):
-        block = cfg.ner
-        self.hyper = overlay(cfg, block)
-        self.block = block
-        layout, splits = load_tagged(Path(data_dir), block.tag_column)
+        self.block = cfg.ner
+        self.hyper = overlay(cfg, self.block)
+        self.data_dir = Path(data_dir)
+
+    def read(self) -> TaskSplits[TagSplit]:
+        """Every split, its tags checked; the scheme (detected or set), invalid sequences repaired
+        (or refused), and the labels: every tag of the scheme for each training entity type."""
+        block, data_dir = self.block, self.data_dir
+        layout, splits = load_tagged(data_dir, block.tag_column)
         for split in splits.values():
             for tags, where in zip(split.tags, split.lines):
                 tagging.check_tags(tags, where)
@@ -54,10 +60,10 @@ class NerTask(Task):
         for name in ("dev", "test"):
             if name in splits:
                 self._check_known(splits[name])
-        self.data = TaskSplits(splits["train"], [splits["dev"]], [splits["test"]] if "test" in splits else [],
-                               layout, str(data_dir), {"scheme": self.scheme, "repaired_sentences": self.repaired})
         console.log(f"ner: {self.scheme.upper()} tags ({'detected' if block.scheme == 'auto' else 'as set'}), "
                     f"{len(self.labels)} labels: {', '.join(self.labels)}")
+        return TaskSplits(splits["train"], [splits["dev"]], [splits["test"]] if "test" in splits else [],
+                          layout, str(data_dir), {"scheme": self.scheme, "repaired_sentences": self.repaired})
 
     # -- reading ------------------------------------------------------------------------------
     def _repair(self, split: TagSplit) -> int:
@@ -160,30 +166,19 @@ class NerTask(Task):
             lines += [f"{w} {g} {p}" for w, g, p in zip(words, gold, pred)] + [""]
         return [write_text_atomic(Path(directory) / f"{kind}_predictions.txt", "\n".join(lines))]
 
-    def test_names(self, split) -> list[str]:
-        return ["test_predictions.txt"]
-
     def results(self) -> dict:
         return {"labels": list(self.labels), "scheme": self.scheme}
+
+    def summary_title(self, results: dict) -> str:
+        return f"NER dev results (x100), epoch {results['best_epoch']}"
+
+    def summary_rows(self, results: dict) -> list[tuple[str, str]]:
+        dev = next(iter(results["dev"].values()))
+        return ([("entity F1 / P / R", f"{100 * dev['f1']:.1f} / {100 * dev['precision']:.1f} / {100 * dev['recall']:.1f}"),
+                 ("token accuracy", f"{100 * dev['accuracy']:.1f}")]
+                + [(f"{t} F1", f"{100 * dev[t + '/f1']:.1f}") for t in sorted({k.split('/')[0] for k in dev if '/' in k})])
 
 
 def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
-    from bertcli.finetune.engine import check_output, run_task
-    from bertcli.finetune.run import check_checkpoint, default_out
-
-    checkpoint = Path(checkpoint)
-    out = Path(out) if out is not None else default_out(checkpoint, "ner")
-    check_output(out)
-    check_checkpoint(checkpoint)
-    task = NerTask(recipe.finetune, data_dir)
-    results = run_task(task, recipe, checkpoint, out)
-    dev = next(iter(results["dev"].values()))
-    console.summary(f"NER dev results (x100), epoch {results['best_epoch']}",
-                    [("entity F1 / P / R", f"{100 * dev['f1']:.1f} / {100 * dev['precision']:.1f} / "
-                                            f"{100 * dev['recall']:.1f}"),
-                     ("token accuracy", f"{100 * dev['accuracy']:.1f}")]
-                    + [(f"{t} F1", f"{100 * dev[t + '/f1']:.1f}")
-                       for t in sorted({k.split('/')[0] for k in dev if '/' in k})])
-    console.log(f"model and predictions in {out}")
-    return results
+    return runner.finetune(NerTask(recipe.finetune, data_dir), recipe, checkpoint, out)

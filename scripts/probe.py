@@ -11,7 +11,13 @@ train and dev examples come from disjoint documents. Tasks:
     replace  one sentence as written (0) or with 15% of its words (at least one) replaced by word
              types drawn uniformly from the training documents (1): the corruption that BERT's
              10% random replacement teaches the model to notice.
-All are balanced (chance = 50%). Used by `scripts/pretraining_helps.py` and by a test.
+All are balanced (chance = 50%). Used by `scripts/pretraining_helps.py` (which runs it) and by
+tests/test_finetune_probe.py (which imports it from this folder).
+
+An experiment, not a command, so it lives beside the benchmarks and not in the package: it
+reads the built-in corpus (stage 0) to make a classification task, which no fine-tuning module
+may do, and reaches bertcli only through what a user's script would call (the classification
+task and `runner.finetune`).
 """
 
 from __future__ import annotations
@@ -20,30 +26,30 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli.finetune.classification.glue_data import Split, TaskData
-from bertcli.finetune.classification.glue import EvalSplit, TaskSpec
+from bertcli.builtin_corpus import iter_documents
+from bertcli.corpus import split_sentences
+from bertcli.finetune import runner
+from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.labels import LabelSpec
+from bertcli.finetune.classification.task import SequenceTask
+from bertcli.finetune.task import TaskSplits, overlay
+from bertcli.recipe import load_recipe
 
 KINDS = ("order", "shuffle", "replace")
 
 
-def probe_spec(kind: str) -> TaskSpec:
-    if kind == "order":
-        return TaskSpec("order", "ORDER", ("0", "1"), ("in_order", "swapped"), ("accuracy",),
-                        tsv_a="sentence1", tsv_b="sentence2", tsv_label="label", test=())
-    if kind in ("shuffle", "replace"):
-        return TaskSpec(kind, kind.upper(), ("0", "1"), ("original", kind + "d"), ("accuracy",),
-                        tsv_a="sentence", tsv_b=None, tsv_label="label", hub_a="sentence", hub_b=None,
-                        dev=(EvalSplit("dev", "dev.tsv", "validation"),), test=())
-    raise ValueError(f"unknown probe kind {kind!r}; expected one of {KINDS}")
+def probe_spec(kind: str) -> LabelSpec:
+    """The probe's labels: 0 as written, 1 changed."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown probe kind {kind!r}; expected one of {KINDS}")
+    names = ("in_order", "swapped") if kind == "order" else ("original", kind + "d")
+    return LabelSpec(("0", "1"), names, ("accuracy",))
 
 
 def probe_documents(max_sentences: int | None = None, min_words: int = 4, max_words: int = 40) -> list[list[str]]:
     """Built-in documents (in their fixed order) as lists of sentences of a sensible length, at
     least 2 per document; reading stops once `max_sentences` are collected (reading all of the
     standard library's docstrings takes seconds)."""
-    from bertcli.builtin_corpus import iter_documents
-    from bertcli.corpus import split_sentences
-
     docs, total = [], 0
     for _, text in iter_documents():
         sentences = [s for s in split_sentences(text) if min_words <= len(s.split()) <= max_words]
@@ -82,12 +88,12 @@ def _examples(kind: str, docs: list[list[str]], rng: np.random.Generator, vocab:
     return out
 
 
-def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction: float = 0.3) -> TaskData:
+def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction: float = 0.3) -> TaskSplits[Split]:
     """The probe task with up to n_train / n_dev examples; dev documents are a seeded
     `dev_fraction` of the documents, and no sentence of a dev example occurs in training."""
-    spec = probe_spec(kind)
+    pair = kind == "order"
     rng = np.random.default_rng(seed)
-    per_example = 2 if spec.pair else 1
+    per_example = 2 if pair else 1
     # Enough for both sides with a margin for the random document split.
     docs = probe_documents(max_sentences=int(1.5 * per_example * (n_train / (1 - dev_fraction) + n_dev / dev_fraction)))
     is_dev = rng.random(len(docs)) < dev_fraction
@@ -105,10 +111,10 @@ def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction
         pick = rng.permutation(len(rows))[:n]
         rows = [rows[i] for i in pick]
         return Split(name, f"builtin corpus ({kind} probe)", [r[0] for r in rows],
-                     [r[1] for r in rows] if spec.pair else None,
+                     [r[1] for r in rows] if pair else None,
                      np.asarray([r[2] for r in rows], dtype=np.int64), [str(i) for i in range(len(rows))])
 
-    return TaskData(spec, "probe", "builtin corpus", split("train", train, n_train), [split("dev", dev, n_dev)])
+    return TaskSplits(split("train", train, n_train), [split("dev", dev, n_dev)], [], "probe", "builtin corpus")
 
 
 def pretraining_helps(checkpoint: Path, out: Path, kind: str = "replace", n_train: int = 2000, n_dev: int = 2000,
@@ -121,15 +127,13 @@ def pretraining_helps(checkpoint: Path, out: Path, kind: str = "replace", n_trai
     A few minutes of CPU pretraining move the encoder's weights little; fully fine-tuned on 2,000
     examples, a randomly initialized tiny encoder learns these probes as well as a pretrained
     one (measured: within +-3 points either way), so full fine-tuning would not tell them apart."""
-    from bertcli.finetune.run import run_task
-    from bertcli.recipe import load_recipe
-
     recipe = load_recipe("glue", [f"finetune.learning_rate={learning_rate}", f"finetune.epochs={epochs}",
                                   f"finetune.batch_size={batch_size}", f"finetune.max_seq_length={max_seq_length}",
                                   f"finetune.dropout={dropout}", f"finetune.freeze_encoder={str(freeze_encoder).lower()}",
                                   "finetune.save_model=false", f"finetune.device={device}", f"seed={seed}"])
     data = build_probe(kind, n_train, n_dev, seed)
-    scores = {init: run_task(recipe, Path(checkpoint), data, Path(out) / init, init=init)
+    scores = {init: runner.finetune(SequenceTask(kind, overlay(recipe.finetune, None), probe_spec(kind), data),
+                                    recipe, Path(checkpoint), Path(out) / init, init=init, show=False)
               for init in ("pretrained", "random")}
     return {
         "probe": kind, "checkpoint": str(checkpoint), "train_examples": len(data.train),

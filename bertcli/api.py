@@ -1,0 +1,229 @@
+"""bertcli from Python: the functions the command line calls, with typed signatures.
+
+    import bertcli
+    run = bertcli.pretrain("bert-tiny", overrides={"train.max_steps": 200})
+    bertcli.finetune("glue", run.checkpoint, tasks="sst2", data_dir="glue_data")
+    bertcli.export(run.checkpoint, "deploy/fill-mask")
+
+Each `bertcli` command is a thin layer over one of these (bertcli/cli.py): they load and check
+the recipe exactly as the command does, build what is missing and return the result object the
+command renders. A mistake in a recipe or an input raises `bertcli.errors.UserError` (its
+`what`, `where` and `fix` are the CLI's one-line message). Heavy modules (torch, datasets) are
+imported inside the functions, so `import bertcli` stays light.
+
+`recipe` is a shipped recipe's name (`bert-tiny`, `glue`, ...), a path to a YAML file, or None
+for all defaults; `overrides` are `--set` items, either as `["train.max_steps=200", ...]` or as a
+mapping `{"train.max_steps": 200}` (values are written as YAML, so lists and strings work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
+    from bertcli.export.run import ExportResult
+    from bertcli.recipe import Recipe
+    from bertcli.stages import StageResult
+    from bertcli.train.pipeline import PretrainResult
+
+PathLike = str | os.PathLike[str]
+Overrides = Sequence[str] | Mapping[str, Any] | None
+Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
+
+__all__ = [
+    "build_data",
+    "export",
+    "features",
+    "fill_mask",
+    "finetune",
+    "finetune_classify",
+    "finetune_glue",
+    "finetune_ner",
+    "finetune_squad",
+    "load",
+    "predict",
+    "pretrain",
+    "tokenize",
+]
+
+
+def _override_items(overrides: Overrides) -> list[str]:
+    """`--set` items from a sequence of `key=value` strings or a {key: value} mapping."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        # JSON is YAML's flow syntax: 200 -> 200, "x" -> "x", [a, b] -> ["a", "b"], None -> null
+        return [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides)
+
+
+def load(recipe: PathLike | None = None, overrides: Overrides = None, command: Command | None = None,
+         writes: bool = False) -> Recipe:
+    """Load a recipe, apply the overrides and check every key. With `command`, the recipe must be
+    made for it (a pretraining recipe for pretrain / tokenize / build-data, a `finetune` section
+    for finetune); with `writes`, the output_dir / cache_dir it writes are checked before any
+    work (bertcli.paths)."""
+    from bertcli.recipe import check_purpose, load_recipe
+
+    r = load_recipe(None if recipe is None else str(recipe), _override_items(overrides))
+    if command is not None:
+        check_purpose(r, command)
+    if writes:
+        from bertcli.paths import check_recipe_outputs
+
+        check_recipe_outputs(r)
+    return r
+
+
+# ------------------------------------------------------------------------------ pretraining
+def tokenize(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False) -> StageResult:
+    """Stage 1: read the corpus and train the tokenizer, unless an identical one is cached
+    (`force` rebuilds). Returns where it is, whether it was reused, and its summary rows."""
+    from bertcli.tokenizer import run_tokenize
+
+    return run_tokenize(load(recipe, overrides, "tokenize", writes=True), force=force)
+
+
+def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, force: bool = False,
+               all_phases: bool = False) -> list[StageResult]:
+    """Stage 2: the pretraining pairs and masks (the tokenizer first when missing). A multi-phase
+    recipe builds its first phase's data, or every phase's with `all_phases`."""
+    from bertcli.train.phases import build_phase_data
+
+    return build_phase_data(load(recipe, overrides, "build-data", writes=True), force=force, all_phases=all_phases)
+
+
+def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None, resume: PathLike | None = None,
+             force: bool = False) -> PretrainResult:
+    """Run every missing stage, then pretrain. `resume`: "auto" (the run's newest complete
+    checkpoint) or a checkpoint directory; `force` starts the run over. Returns the run's
+    result: `run_dir`, `checkpoint` (its `final/` directory, a Hugging Face directory), `step`,
+    `tokens`, the last logged metrics (`last`, `last_val`), and `interrupted` (the signal
+    number when SIGINT / SIGTERM stopped it after saving a checkpoint)."""
+    from bertcli.train.pipeline import run_pretrain
+
+    return run_pretrain(load(recipe, overrides, "pretrain", writes=True),
+                        resume=None if resume is None else str(resume), force=force)
+
+
+# ------------------------------------------------------------------------------ fine-tuning
+def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
+                  recipe: PathLike | None = "glue", overrides: Overrides = None,
+                  out: PathLike | None = None) -> dict:
+    """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
+    `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
+    `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
+    from bertcli.finetune.classification.glue_run import run_glue
+
+    return run_glue(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), task=tasks,
+                    data_dir=_path(data_dir), hub=hub, out=_path(out))
+
+
+def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
+                      text_column: str | None = None, text_pair_column: str | None = None,
+                      label_column: str | None = None, regression: bool | None = None,
+                      recipe: PathLike | None = "classify", overrides: Overrides = None,
+                      out: PathLike | None = None) -> dict:
+    """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
+    parquet / save_to_disk files. The column and regression arguments override the recipe's
+    finetune.classify block where given. Returns results.json's content."""
+    from bertcli.finetune.classification.classify import run_classify
+
+    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+             "regression": regression}
+    return run_classify(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), train=Path(train),
+                        dev=Path(dev), test=_path(test), out=_path(out),
+                        **{k: v for k, v in flags.items() if v is not None})
+
+
+def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "ner",
+                 overrides: Overrides = None, out: PathLike | None = None) -> dict:
+    """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
+    entity P/R/F1 as conlleval. Returns results.json's content."""
+    from bertcli.finetune.tagging.task import run_ner
+
+    return run_ner(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), data_dir=Path(data_dir),
+                   out=_path(out))
+
+
+def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
+                   version: int = 1, recipe: PathLike | None = "squad", overrides: Overrides = None,
+                   out: PathLike | None = None) -> dict:
+    """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
+    official EM / F1. Returns results.json's content."""
+    from bertcli.finetune.qa.task import run_squad
+
+    return run_squad(load(recipe, overrides, "finetune"), checkpoint=Path(checkpoint), data_dir=_path(data_dir),
+                     hub=hub, version=version, out=_path(out))
+
+
+_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
+
+
+def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
+    """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
+    `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
+    `finetune("squad", ckpt, data_dir=..., version=2)`. The options are those of
+    finetune_glue / finetune_classify / finetune_ner / finetune_squad. Returns results.json's
+    content (GLUE: glue_results.json's)."""
+    from bertcli.errors import UserError
+
+    if task not in _FINETUNE:
+        raise UserError(f"unknown fine-tuning task {task!r}", fix=f"one of: {', '.join(_FINETUNE)}")
+    return _FINETUNE[task](checkpoint, **options)
+
+
+# ------------------------------------------------------------------------------ using a model
+def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str = "-1", combine: str = "concat",
+             pool: str = "cls", text_column: str = "text", id_column: str | None = None,
+             max_seq_length: int = 128, batch_size: int = 64, device: str = "auto") -> dict:
+    """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
+    combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
+    written to `out` (.parquet or .npy). Returns a summary."""
+    from bertcli.export.features import extract_features
+
+    return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
+                            text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
+                            batch_size=batch_size, device=device)
+
+
+def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
+    """For each mask token in `text`: its position and the top-k fillers (token, id,
+    probability, the text with the filler in place)."""
+    from bertcli.model.fill_mask import fill_mask as run
+
+    return run(Path(checkpoint), text, top_k=top_k)
+
+
+def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = 18, fp16: bool = False,
+           quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
+           force: bool = False) -> ExportResult:
+    """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
+    (needs the `export` extra). `result.passed` is False when verification failed (the bundle
+    is then not kept)."""
+    from bertcli.export.run import run_export
+
+    return run_export(Path(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
+                      dev=_path(dev), verify=verify, force=force)
+
+
+def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,
+            batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
+            allow_impossible: bool = False) -> dict:
+    """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
+    jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
+    (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
+    from bertcli.export.predict import run_predict
+
+    return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
+                       pooling=pooling, max_length=max_length, allow_impossible=allow_impossible)
+
+
+def _path(p: PathLike | None) -> Path | None:
+    return None if p is None else Path(p)

@@ -1,0 +1,79 @@
+"""One fine-tuning run of any task: what every `bertcli finetune` command does around the engine.
+
+    finetune(task, recipe, checkpoint, out)
+        out defaults to runs/<task name>/<checkpoint name> -> the output directory and the
+        checkpoint are checked (no weights loaded) -> the task reads every split -> its training
+        split is cut to finetune.max_train_examples -> the engine fine-tunes, evaluates and
+        writes `out/` -> the task's summary table.
+
+`prepare` and `train` are the two halves, for runners of several tasks (GLUE reads every task
+before training any, so a broken file is found in seconds, not hours).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertcli import console
+from bertcli.errors import UserError
+from bertcli.finetune.engine import run_task
+from bertcli.finetune.task import Task
+from bertcli.model.hf import read_config
+from bertcli.paths import check_output_dir
+from bertcli.tokenizer import LOADABLE
+
+
+def default_out(checkpoint: Path, kind: str) -> Path:
+    """runs/<kind>/<checkpoint name>; `final` and `step-N` are named with their run too."""
+    path = Path(checkpoint).resolve()
+    name = path.name
+    if name == "final" or name.startswith("step"):
+        name = f"{path.parent.name}-{name}"
+    return Path("runs") / kind / name
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """The checks that need no weights, before any data is read: config.json, a tokenizer file."""
+    read_config(checkpoint)
+    if not any((checkpoint / name).is_file() for name in LOADABLE):
+        raise UserError(f"checkpoint {checkpoint} has no tokenizer (no {' or '.join(LOADABLE)})", where=str(checkpoint),
+                        fix="save the tokenizer next to the weights, e.g. "
+                            "AutoTokenizer.from_pretrained(SRC).save_pretrained(DIR), or copy the run's tokenizer files")
+
+
+def check_output(path: Path) -> Path:
+    """The output directory must be writable before any work (nothing trained is lost): the
+    shared write-path check of every command."""
+    return check_output_dir(Path(path), "the output directory", "--out")
+
+
+def prepare(task: Task, recipe, checkpoint: Path, out: Path | None = None) -> Path:
+    """Check `out` (default runs/<task>/<checkpoint>) and the checkpoint, read the task's splits
+    into `task.data` with at most finetune.max_train_examples training examples; the output
+    directory."""
+    checkpoint = Path(checkpoint)
+    out = check_output(Path(out) if out is not None else default_out(checkpoint, task.name))
+    check_checkpoint(checkpoint)
+    task.data = task.read().limit_train(recipe.finetune.max_train_examples)
+    return out
+
+
+def train(task: Task, recipe, checkpoint: Path, out: Path, init: str = "pretrained", show: bool = True) -> dict:
+    """Fine-tune a prepared task into `out`; results.json's content. `show`: the task's summary
+    table and where the output is."""
+    results = run_task(task, recipe, Path(checkpoint), Path(out), init=init)
+    if show:
+        console.summary(task.summary_title(results), task.summary_rows(results))
+        console.log(f"model and predictions in {out}")
+    return results
+
+
+def finetune(task: Task, recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",
+             show: bool = True) -> dict:
+    """Fine-tune `checkpoint` on `task` into `out`; returns results.json's content. `init="random"`
+    re-initializes the encoder (the baseline that shows what pretraining is worth)."""
+    out = prepare(task, recipe, checkpoint, out)
+    return train(task, recipe, checkpoint, out, init=init, show=show)
+
+
+__all__ = ["finetune", "prepare", "train", "default_out", "check_checkpoint", "check_output"]
