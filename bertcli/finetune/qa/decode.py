@@ -135,6 +135,9 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
     return Decoded(preds, best_spans, nbest, odds)
 
 
+QA_WINDOW = 384   # recipes/squad.yaml's max_seq_length: windows for a QA model without results.json
+
+
 class _Window:
     """One window as predict's batches read it."""
 
@@ -153,8 +156,8 @@ class SpanFeaturizer:
 
         self.ctx = ctx
         d = SquadConfig()
-        # a model bertcli did not fine-tune gets SQuAD's 384-token windows (or fewer positions)
-        self.max_length = min(ctx.max_length, int(ctx.option("qa_max_length", d.max_seq_length)))
+        # a model bertcli did not fine-tune gets the squad recipe's 384-token windows (or fewer positions)
+        self.max_length = min(ctx.max_length, int(ctx.option("qa_max_length", QA_WINDOW)))
         self.stride = int(ctx.option("doc_stride", d.doc_stride))
         self.max_question = int(ctx.option("max_query_length", d.max_query_length))
         self.n_best = int(ctx.option("n_best", d.n_best))
