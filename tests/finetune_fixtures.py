@@ -48,8 +48,10 @@ def tokenizer_of(kind: str, texts: list[str], vocab_size: int = 400):
 
 
 def tiny_checkpoint(path: Path, texts: list[str], kind: str = "wordpiece", hidden: int = 64, layers: int = 2,
-                    positions: int = 130) -> Path:
-    """A randomly initialized pretraining checkpoint saved by transformers, with its tokenizer."""
+                    positions: int = 130, init_range: float = 0.02) -> Path:
+    """A randomly initialized pretraining checkpoint saved by transformers, with its tokenizer
+    (`init_range`: the weights' std; large values make an untrained model's outputs differ
+    from input to input)."""
     import torch
     import transformers as tf
 
@@ -62,7 +64,7 @@ def tiny_checkpoint(path: Path, texts: list[str], kind: str = "wordpiece", hidde
                         unk_token="[UNK]" if kind == "wordpiece" else "<unk>", mask_token="[MASK]")
     tf.PreTrainedTokenizerFast(tokenizer_object=tok, **specials).save_pretrained(path)
     common = dict(vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers,
-                  num_attention_heads=2, intermediate_size=2 * hidden)
+                  num_attention_heads=2, intermediate_size=2 * hidden, initializer_range=init_range)
     torch.manual_seed(0)
     if kind == "bpe":
         model = tf.RobertaForMaskedLM(tf.RobertaConfig(max_position_embeddings=positions + 2, type_vocab_size=1,

@@ -47,9 +47,9 @@ LAZY_ALLOWED = {
 # checks before any work (recipes, checkpoints, inputs, `bertcli info`, `build-data`) report
 # mistakes at once without it. Any other in-function import of the package's own modules fails.
 HEAVY = {"torch"}
-# Known exceptions that issue 19's HeadKind change removes (then delete them here): the span
-# decoders register themselves into export.decode.DECODERS when decode_spans is imported.
-PENDING = {("bertcli.export.decode", "bertcli.export.decode_spans")}
+# Known exceptions still to remove (none today: the HeadKind records replaced the decoders that
+# registered themselves on import).
+PENDING: set[tuple[str, str]] = set()
 # The package's own __init__ is a facade over bertcli.api, the top layer: it loads the API on the
 # first use of one of its functions (PEP 562 module __getattr__), inside that function, so that
 # `import bertcli` (which every submodule import runs first) stays free of torch and of the layers

@@ -15,8 +15,8 @@ import torch
 from conftest import ONE_THREAD, assert_user_error
 from test_export_util import FAMILIES, KINDS, SENTENCES, exported  # noqa: F401 (fixture)
 
-from bertcli.export.decode_spans import chunk_entities
 from bertcli.export.predict import open_model
+from bertcli.finetune.tagging.schemes import entities
 
 LONG = " ".join(SENTENCES * 3)   # over the tiny models' 64 positions: NER and QA need windows
 
@@ -146,8 +146,7 @@ def test_entity_chunking_is_seqeval_s():
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     for _ in range(300):
         seq = [rng.choice(tags) for _ in range(rng.randint(1, 12))]
-        want = [(t, a, b + 1) for t, a, b in get_entities(seq)]
-        assert chunk_entities(seq) == want, seq
+        assert entities(seq) == get_entities(seq), seq
 
 
 def test_answer_span_is_the_best_valid_span(exported):

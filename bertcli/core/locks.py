@@ -1,8 +1,8 @@
 """Exclusive locks on run and stage directories, so two processes never write one directory.
 
 A lock is `fcntl.flock` on a file next to the directory (`<parent>/.<name>.lock`) that holds
-the holder's PID and host. The kernel drops a flock when its process dies, however it dies, so
-a lock left by a killed process is free at once: the next process takes it over (and says so
+the holder's PID and host, removed by the holder when it lets go. The kernel drops a flock when
+its process dies, however it dies, so a lock left by a killed process is free at once: the next process takes it over (and says so
 when the file still names a process that no longer runs on this host). Nothing is ever deleted
 on a guess about whether its owner is alive.
 
@@ -51,23 +51,8 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def _lock(directory: Path, wait: bool, what: str) -> Iterator[None]:
     path = lock_path(directory)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "a+", encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot create the lock file for {what}: {e.strerror}", where=str(path),
-                        fix="make the directory writable, or choose another output_dir / cache_dir") from None
+    f = _acquire(path, directory, wait, what)
     with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid, host = _holder(f)
-            if not wait:
-                raise UserError(f"{what} is in use by another bertcli process (PID {pid}, host {host})",
-                                where=str(directory),
-                                fix="wait for that run to finish or stop it, or choose another output_dir") from None
-            console.log(f"waiting for PID {pid} on {host}, which is building {what} ({directory})")
-            fcntl.flock(f, fcntl.LOCK_EX)
         pid, host = _holder(f)
         if pid is not None and pid != os.getpid() and host == socket.gethostname() and not _alive(pid):
             console.log(f"took over the lock of {what} left by PID {pid} (no longer running)")
@@ -78,10 +63,42 @@ def _lock(directory: Path, wait: bool, what: str) -> Iterator[None]:
         try:
             yield
         finally:
-            f.seek(0)
-            f.truncate()  # an empty file: nobody holds it (the flock is what counts)
-            f.flush()
+            # The holder removes the file it holds before letting go, so a free lock leaves
+            # nothing behind; a process that was waiting on the removed file sees that its
+            # file is no longer the one at `path` and takes the lock anew (_acquire).
+            with contextlib.suppress(OSError):
+                path.unlink()
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _acquire(path: Path, directory: Path, wait: bool, what: str):
+    """The lock file at `path`, open and flocked by this process: the file that is at `path` now
+    (not one a releasing holder removed while this process waited for it)."""
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = open(path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"cannot create the lock file for {what}: {e.strerror}", where=str(path),
+                            fix="make the directory writable, or choose another output_dir / cache_dir") from None
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, host = _holder(f)
+            if not wait:
+                f.close()
+                raise UserError(f"{what} is in use by another bertcli process (PID {pid}, host {host})",
+                                where=str(directory),
+                                fix="wait for that run to finish or stop it, or choose another output_dir") from None
+            console.log(f"waiting for PID {pid} on {host}, which is building {what} ({directory})")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(f.fileno()).st_ino:
+            return f
+        f.close()                                  # the holder removed it as we waited: again
 
 
 def run_lock(directory: Path) -> contextlib.AbstractContextManager:

@@ -6,11 +6,11 @@ CONTRACT
                dev=None, verify=True, force=False) -> ExportResult(out, info, passed)   (run.py)
     open_model(path, task=None, ...) -> Predictor; Predictor.predict(records) -> predictions
     run_predict(model, input_file, out=None, ...) -> summary                           (predict.py)
-    heads.register(HeadKind(...)) makes a new head exportable; decode.decoder(task) adds its
-        predict decoder; dev.METRICS[task] its --dev metric.
+    bertcli.finetune.heads.register(HeadKind(...)) makes a new head exportable and predictable:
+        the record names its model, outputs, featurizer (fine-tuning's own) and --dev metric.
 
-Modules: heads (what is traced per task), graph (torch.onnx.export, int8), verify (ORT vs
-PyTorch), backend (the two runtimes), inputs (streaming readers), decode (per-task outputs),
-dev (--dev metrics), predict, run. onnx / onnxruntime / onnxscript come from the `export`
+Modules: heads (choosing the head kind, the traced module), graph (torch.onnx.export, int8),
+verify (ORT vs PyTorch), backend (the two runtimes), inputs (streaming readers), dev (--dev),
+predict, features (`bertcli features`), run. Featurization is fine-tuning's (bertcli.finetune). onnx / onnxruntime / onnxscript come from the `export`
 extra and are imported only inside the functions that need them.
 """

@@ -36,6 +36,9 @@ from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
 from bertcli.tokenization.load import load_tokenizer
+from bertcli.finetune.encoder_heads import pool as pool_states, TextFeaturizer
+from bertcli.finetune.featurizer import Context
+from bertcli.finetune.heads import saved_head
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -90,19 +93,6 @@ def batches(items: Iterator, size: int) -> Iterator[list]:
 
 
 # ------------------------------------------------------------------------------------ model
-def saved_head(checkpoint: Path) -> str:
-    """The head config.json's architecture names, so no other head is reported as fresh."""
-    try:
-        arch = " ".join(json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8")).get("architectures") or [])
-    except (OSError, ValueError, AttributeError):
-        return "pretraining"                   # load_checkpoint reports what is wrong
-    for suffix, head in (("ForTokenClassification", "token"), ("ForSequenceClassification", "classification"),
-                         ("ForQuestionAnswering", "qa")):
-        if suffix in arch:
-            return head
-    return "pretraining"
-
-
 def hidden_states(model, input_ids, attention_mask, token_type_ids):
     """[L + 1] hidden states, each [B, T, H] (zeros at padding), as transformers numbers them.
     Read through forward hooks on the encoder's sublayers (every layer ends with its
@@ -190,7 +180,7 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
 def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device) -> dict:
     import torch
 
-    from bertcli.model import load_checkpoint
+    from bertcli.model.checkpoint import load_checkpoint
     from bertcli.train.precision import resolve_device
 
     if combine not in COMBINE:
@@ -205,8 +195,8 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
     chosen = parse_layers(layers, c.num_hidden_layers)
     width = c.hidden_size * (len(chosen) if combine == "concat" else 1)
     usable = c.max_position_embeddings - c.position_offset
-    encoder = tok.tokenizer
-    encoder.enable_truncation(max_length=min(max_seq_length, usable))
+    # predict's `features` encoding: the texts truncated alike, special tokens included
+    encoder = TextFeaturizer(Context(tok, None, min(max_seq_length, usable))).tokenizer
     zero_types = c.type_vocab_size < 2
 
     writer = ids_file = None
@@ -240,12 +230,7 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
                         types[b, :len(e.ids)] = torch.tensor(e.type_ids)
                 states = hidden_states(model, ids.to(dev), mask.to(dev), types.to(dev))
                 feats = combine_layers(states, chosen, combine).float()            # [B, T, D]
-                if pool == "cls":
-                    rows = feats[:, 0]
-                elif pool == "mean":
-                    m = mask.to(dev).unsqueeze(-1).float()
-                    rows = (feats * m).sum(1) / m.sum(1)
-                rows_np = None if pool == "none" else rows.cpu().numpy()
+                rows_np = None if pool == "none" else pool_states(feats, mask.to(dev), pool).cpu().numpy()
                 feats_np = feats.cpu().numpy() if pool == "none" else None
                 if writer is not None:
                     for b, (text_id, _) in enumerate(chunk):

@@ -6,7 +6,11 @@
     run_predict(...)                             the command: input file -> jsonl
 
 Both backends run the same traced module (heads.exportable), take the same padded batches and
-feed the same decoders, so they give the same predictions. Records are read, encoded and run in
+feed the same featurizer -- the head kind's, the one fine-tuning used (bertcli.finetune.heads) --
+so they give the same predictions, and those of fine-tuning. A fine-tuned checkpoint's settings
+(window length and overlap, SQuAD's doc stride, n-best ...) come from the results.json beside it,
+an export bundle's from export_info.json's `featurizer`; --max-length and the command's options
+go over them. Records are read, encoded and run in
 chunks (length-sorted inside a chunk to cut padding), so memory stays bounded on any input size.
 """
 
@@ -24,8 +28,7 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
-from bertcli.export.decode import Context, make_decoder
-from bertcli.export.heads import detect_kind, exportable, HEADS, read_json
+from bertcli.export.heads import detect_kind, exportable, read_json
 from bertcli.export.graph import max_length as longest
 from bertcli.model.hf import read_config
 from bertcli.tokenization.load import load_tokenizer
@@ -33,6 +36,12 @@ from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.export.inputs import check_input, count_records, read_records
+from bertcli.finetune.featurizer import Context
+from bertcli.finetune.heads import head_kind
+
+# results.json `hyperparameters` that decide windows and decoding (the rest is training's own)
+FEATURIZER_KEYS = ("max_seq_length", "window_overlap", "doc_stride", "max_query_length", "n_best",
+                   "max_answer_length", "null_threshold")
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -49,18 +58,17 @@ class Predictor:
     batch_size: int = 32
     per_token: frozenset = frozenset()    # outputs [B, T, ...]: cut to each window's real tokens
 
-    def context(self) -> Context:
-        from tokenizers import Tokenizer
+    def __post_init__(self):
+        if not self.per_token:
+            self.per_token = head_kind(self.task).per_token
 
-        tok = Tokenizer.from_str(self.info.tokenizer.to_str())
-        tok.no_padding()
-        tok.enable_truncation(max_length=self.max_length, strategy="longest_first")
-        return Context(tok, self.info, self.labels, self.max_length, self.options)
+    def context(self) -> Context:
+        return Context(self.info, self.labels, self.max_length, self.options)
 
     def predict(self, records: Iterable[tuple[str, dict]], chunk: int | None = None,
                 bar=None) -> Iterator[dict]:
         """One prediction per (where, record), in order."""
-        dec = make_decoder(self.task, self.context())
+        dec = head_kind(self.task).featurizer(self.context())
         chunk = chunk or self.batch_size * 16
         buffer: list[tuple[str, dict]] = []
         for item in records:
@@ -127,19 +135,41 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         backend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
         limit = int(export_info.get("max_sequence_length") or longest(config))
+        trained = dict(export_info.get("featurizer") or {})
     else:
         kind = detect_kind(path, task)
         config = read_config(path, head="classification")
         tok = load_tokenizer(path)
         backend = TorchBackend(exportable(kind, kind.load(path)), threads=threads)
         directory, limit = path, longest(config)
-    if kind.task not in HEADS:
-        raise UserError(f"unknown task {kind.task}")
+        trained = trained_options(path)
     if max_length is not None and max_length > limit:
         raise UserError(f"--max-length {max_length} exceeds the model's {limit} positions", fix=f"use at most {limit}")
-    per_token = frozenset(n for n, axes in kind.outputs.items() if axes[1:2] == ("sequence",))
-    return Predictor(kind.task, backend, tok, config.labels, max_length or limit, directory, options, batch_size,
-                     per_token)
+    length = max_length or min(int(trained.pop("max_seq_length", None) or limit), limit)
+    trained.pop("max_seq_length", None)
+    if options.get("allow_impossible") is False:        # the flag's default: the training's choice stands
+        options = {k: v for k, v in options.items() if k != "allow_impossible"}
+    merged = {**trained, **{k: v for k, v in options.items() if v is not None}}
+    return Predictor(kind.name, backend, tok, config.labels, length, directory, merged, batch_size, kind.per_token)
+
+
+def trained_options(directory: Path) -> dict:
+    """The window and decoding settings fine-tuning used for the model in `directory` (its
+    results.json `hyperparameters`, FEATURIZER_KEYS only); {} for a model bertcli did not
+    fine-tune."""
+    path = Path(directory) / "results.json"
+    if not path.is_file():
+        return {}
+    results = read_json(path)
+    hyper = results.get("hyperparameters") if isinstance(results, dict) else None
+    if not isinstance(hyper, dict):
+        return {}
+    out = {k: hyper[k] for k in FEATURIZER_KEYS if hyper.get(k) is not None}
+    if results.get("head") == "qa" and "max_seq_length" in out:
+        out["qa_max_length"] = out["max_seq_length"]
+    if results.get("task") == "squad_v2":
+        out["allow_impossible"] = True
+    return out
 
 
 def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:

@@ -31,7 +31,7 @@ from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.verify import Check, compare, verification_batches
-from bertcli.export.predict import open_model, Predictor
+from bertcli.export.predict import open_model, Predictor, trained_options
 from bertcli.core.locks import run_lock
 
 
@@ -148,6 +148,7 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         "opset": summary["opset"], "inputs": summary["inputs"], "outputs": summary["outputs"],
         "operators": summary["operators"], "output_names": outputs,
         "max_sequence_length": max_len, "vocab_size": config.vocab_size,
+        "featurizer": trained_options(checkpoint),        # fine-tuning's windows: predict reads them
         "labels": list(config.labels) if kind.task in ("classification", "token-classification") and config.labels
         else None,
         "verification": {k: c.as_dict() for k, c in checks.items()},

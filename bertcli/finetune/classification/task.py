@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from bertcli.finetune.classification import metrics
-from bertcli.finetune.classification.features import encode_split
+from bertcli.finetune.classification.features import encode_split, label_of
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
@@ -66,13 +66,14 @@ class SequenceTask(Task[Split, np.ndarray]):
         return F.cross_entropy(logits.float(), batch["labels"])
 
     def collect(self, logits: torch.Tensor, batch: dict):
-        logits = logits.float()
-        return (logits[:, 0] if self.spec.is_regression else logits.argmax(-1)).cpu().numpy()
+        return logits.float().cpu().numpy()                              # [B, C]
 
     def decode(self, split: Split, features: Features, collected: list) -> np.ndarray:
-        """Class ids [n] (or scores [n] for regression) in the split's order."""
+        """Class ids [n] (or scores [n] for regression) in the split's order: predict's own
+        decision (features.label_of) on the logits."""
         out = np.zeros(len(split), dtype=np.float32 if self.spec.is_regression else np.int64)
-        out[features.example] = np.asarray(collected)
+        if len(collected):
+            out[features.example] = label_of(np.stack(collected))
         return out
 
     def evaluate(self, split: Split, predictions: np.ndarray) -> dict[str, float]:

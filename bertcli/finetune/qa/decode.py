@@ -22,7 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcli.finetune.qa.data import SquadSplit
-from bertcli.finetune.qa.features import Windows
+from bertcli.finetune.qa.features import build_features, Windows
+from bertcli.config.sections import SquadConfig
+from bertcli.core.errors import UserError
+from bertcli.finetune.featurizer import field
 
 
 @dataclass
@@ -135,4 +138,84 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
     return Decoded(preds, best_spans, nbest, odds)
 
 
-__all__ = ["Decoded", "decode", "context_logits"]
+QA_WINDOW = 384   # recipes/squad.yaml's max_seq_length: windows for a QA model without results.json
+
+
+class _Window:
+    """One window as predict's batches read it."""
+
+    def __init__(self, ids, type_ids):
+        self.ids, self.type_ids = ids, type_ids
+
+
+class SpanFeaturizer:
+    """Fine-tuning's own windows (features.build_features) and decoding (`decode`) with one set
+    of settings, read from the Context: max_length tokens per window, doc_stride,
+    max_query_length, n_best, max_answer_length, null_threshold; version 2 (the null span may
+    win, `allow_impossible`) or 1. SquadTask and predict both go through `windows` / `answers`."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        d = SquadConfig()
+        # a model bertcli did not fine-tune gets the squad recipe's 384-token windows (or fewer positions)
+        self.max_length = min(ctx.max_length, int(ctx.option("qa_max_length", QA_WINDOW)))
+        self.stride = int(ctx.option("doc_stride", d.doc_stride))
+        self.max_question = int(ctx.option("max_query_length", d.max_query_length))
+        self.n_best = int(ctx.option("n_best", d.n_best))
+        self.max_answer = int(ctx.option("max_answer_length", d.max_answer_length))
+        self.null_threshold = float(ctx.option("null_threshold", d.null_threshold))
+        self.version = 2 if ctx.option("allow_impossible", False) else 1
+
+    def windows(self, split: SquadSplit, zero_types: bool = False, labels: bool = False) -> Windows:
+        return build_features(self.ctx.info.tokenizer, split, self.max_length, self.stride, self.max_question,
+                              zero_types, labels=labels)
+
+    def answers(self, split: SquadSplit, f: Windows, start: np.ndarray, end: np.ndarray,
+                null: np.ndarray) -> Decoded:
+        """`start` / `end` [F, D] context logits (context_logits), `null` [F, 2] the first token's."""
+        return decode(split, f, start, end, null, self.n_best, self.max_answer, self.version, self.null_threshold)
+
+    # -- predict: records -------------------------------------------------------------------
+    def encode_many(self, items) -> list[list[_Window]]:
+        questions, contexts = [], []
+        for where, rec in items:
+            q, c = field(rec, ("question",), where), field(rec, ("context",), where)
+            if not isinstance(q, str) or not isinstance(c, str):
+                raise UserError("question and context must be strings", where=where)
+            questions.append(q)
+            contexts.append(c)
+        n = len(items)
+        self.split = SquadSplit("predict", "input", contexts, [str(i) for i in range(n)], questions, list(range(n)),
+                                [[] for _ in range(n)], [[] for _ in range(n)], self.version)
+        f = self.f = self.windows(self.split)
+        windows: list[list[_Window]] = [[] for _ in range(n)]
+        for w in range(len(f)):
+            a, b = f.offsets[w], f.offsets[w + 1]
+            windows[int(f.example[w])].append(_Window(f.ids[a:b].tolist(), f.types[a:b].tolist()))
+        return windows
+
+    def decode_many(self, items, windows, outputs) -> list[dict]:
+        f = self.f
+        T = int(np.diff(f.offsets).max())
+        start = np.full((len(f), T), -np.inf, np.float32)
+        end = np.full((len(f), T), -np.inf, np.float32)
+        for w, out in enumerate(outputs):                  # windows are numbered in record order
+            start[w, :len(out["start_logits"])] = out["start_logits"]
+            end[w, :len(out["end_logits"])] = out["end_logits"]
+        s, e = context_logits(start, end, f)
+        d = self.answers(self.split, f, s, e, np.stack([start[:, 0], end[:, 0]], 1))
+        preds = []
+        for i in range(len(items)):
+            qid = str(i)
+            answer = d.predictions[qid]
+            best = next((x for x in d.nbest.get(qid, []) if x["text"] == answer and answer), None)
+            pred = {"answer": answer, "start": best["answer_start"] if best else None,
+                    "end": best["answer_start"] + len(answer) if best else None,
+                    "score": round(float(best["score"]), 6) if best else None}
+            if self.version == 2:
+                pred["null_odds"] = round(float(d.null_odds[qid]), 6)
+            preds.append(pred)
+        return preds
+
+
+__all__ = ["Decoded", "decode", "context_logits", "SpanFeaturizer"]

@@ -27,10 +27,10 @@ from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.qa import metrics as squad_metrics
 from bertcli.finetune.qa.data import SquadSplit, load_squad
-from bertcli.finetune.qa.decode import Decoded, decode
-from bertcli.finetune.qa.features import build_features
+from bertcli.finetune.qa.decode import Decoded, SpanFeaturizer
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 from bertcli.finetune.classification.submission import write_json
+from bertcli.finetune.featurizer import Context
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
@@ -67,9 +67,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
     # ------------------------------------------------------------------------- features
     def featurize(self, split: SquadSplit, tok, zero_types: bool) -> Features:
         is_train = split is self.data.train
-        b, h = self.block, self.hyper
-        f = build_features(tok.tokenizer, split, h.max_seq_length, b.doc_stride, b.max_query_length,
-                           zero_types, labels=is_train)
+        f = self.featurizer(tok).windows(split, zero_types, labels=is_train)
         self.windows[split.name] = len(f)
         if is_train and f.unaligned:
             self.unaligned[split.name] = f.unaligned
@@ -109,8 +107,15 @@ class SquadTask(Task[SquadSplit, Decoded]):
         null = np.zeros((len(f), 2), dtype=np.float32)
         for i, (a, b, n0) in enumerate(collected):
             s[i, :len(a)], e[i, :len(b)], null[i] = a, b, n0
-        return decode(split, f, s, e, null, self.block.n_best, self.block.max_answer_length, self.version,
-                      self.block.null_threshold)
+        return self.featurizer(None).answers(split, f, s, e, null)
+
+    def featurizer(self, tok) -> SpanFeaturizer:
+        """The featurizer predict uses on this model: this run's windows and decoding settings."""
+        b = self.block
+        return SpanFeaturizer(Context(tok, None, self.hyper.max_seq_length, {
+            "doc_stride": b.doc_stride, "max_query_length": b.max_query_length, "n_best": b.n_best,
+            "max_answer_length": b.max_answer_length, "null_threshold": b.null_threshold,
+            "allow_impossible": self.version == 2}))
 
     def official(self, split: SquadSplit, predictions: Decoded) -> dict:
         """The official script's output dict (percentages); v2.0 with the best thresholds, searched

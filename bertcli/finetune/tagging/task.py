@@ -27,8 +27,9 @@ from bertcli.finetune import runner
 from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
-from bertcli.finetune.tagging.windows import align, owners, windows
+from bertcli.finetune.tagging.windows import TagFeaturizer, per_word
 from bertcli.core.fs import write_text_atomic
+from bertcli.finetune.featurizer import Context
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):
@@ -97,23 +98,20 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                                     "(same tag set and scheme in every split?)")
 
     # -- features -------------------------------------------------------------------------------
+    def featurizer(self, tok):
+        """The featurizer predict uses on this model: this run's window length and overlap."""
+        return TagFeaturizer(Context(tok, self.labels, self.hyper.max_seq_length,
+                                     {"window_overlap": self.block.window_overlap}))
+
     def featurize(self, split: TagSplit, tok, zero_types: bool) -> Features:
-        room = self.hyper.max_seq_length - 2                       # [CLS] ... [SEP] / <s> ... </s>
-        overlap = min(self.block.window_overlap, room // 2)
         rows_ids, rows_labels, rows_words, example = [], [], [], []
         with console.progress(f"tokenizing ner {split.name}", total=len(split)) as bar:
-            aligned = align(tok.tokenizer, split.tokens, tok.unk_id)
-            for e, ((ids, word, first), tags) in enumerate(zip(aligned, split.tags)):
-                wins = windows(word, room, overlap)
-                own = owners(word, first, wins)
-                for w, win in enumerate(wins):
-                    sl = slice(win.start, win.end)
-                    mine = first[sl] & (own[word[sl]] == w)        # positions this window predicts
-                    words = np.where(mine, word[sl], -100)
-                    labels = np.where(mine, [self.index[tags[i]] for i in word[sl]], -100)
-                    rows_ids.append(np.r_[tok.cls_id, ids[sl], tok.sep_id])
-                    rows_words.append(np.r_[-100, words, -100])
-                    rows_labels.append(np.r_[-100, labels, -100])
+            for e, (wins, tags) in enumerate(zip(self.featurizer(tok).encode_sentences(split.tokens), split.tags)):
+                for win in wins:
+                    mine = win.word >= 0
+                    rows_ids.append(win.ids)
+                    rows_words.append(win.word)
+                    rows_labels.append(np.where(mine, [self.index[tags[i]] if i >= 0 else -100 for i in win.word], -100))
                     example.append(e)
                 bar.advance(1)
         types = [np.zeros(len(r), dtype=np.int8) for r in rows_ids]
@@ -140,16 +138,12 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         return [(word[row == b], pred[row == b]) for b in range(batch["input_ids"].shape[0])]
 
     def decode(self, split: TagSplit, features: Features, collected: list) -> list[list[str]]:
-        out = [np.full(len(t), -1, dtype=np.int64) for t in split.tokens]
-        for f, (words, preds) in enumerate(collected):
-            target = out[features.example[f]]
-            if (target[words] != -1).any():
-                raise AssertionError("a word predicted twice")  # the window invariant, a bug if broken
-            target[words] = preds
-        for e, pred in enumerate(out):
-            if (pred < 0).any():
-                raise AssertionError(f"sentence {e}: a word without prediction")
-        return [[self.labels[i] for i in pred] for pred in out]
+        """Per-word label ids assembled from the windows that own the words (features.per_word,
+        as predict does), as tags."""
+        pieces: list[list] = [[] for _ in split.tokens]
+        for f, piece in enumerate(collected):
+            pieces[features.example[f]].append(piece)
+        return [[self.labels[i] for i in per_word(len(words), p)] for words, p in zip(split.tokens, pieces)]
 
     # -- scores and files ---------------------------------------------------------------------
     def evaluate(self, split: TagSplit, predictions: list[list[str]]) -> dict[str, float]:

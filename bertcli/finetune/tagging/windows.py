@@ -23,6 +23,11 @@ import bisect
 from dataclasses import dataclass
 
 import numpy as np
+from bertcli.core.errors import UserError
+from bertcli.config.sections import NerConfig
+from bertcli.finetune.qa.features import tight_spans
+from bertcli.finetune.featurizer import field, softmax, TEXT
+from bertcli.finetune.tagging.schemes import entities
 
 
 def align(tokenizer, sentences: list[list[str]], unk_id: int, batch: int = 4096):
@@ -120,3 +125,116 @@ def owners(word: np.ndarray, first: np.ndarray, wins: list[Window]) -> np.ndarra
             if context > best[word[t]]:
                 best[word[t]], owner[word[t]] = context, w
     return owner
+
+
+# ------------------------------------------------------------------------ sentence -> windows
+class TagWindow:
+    """One window as the model reads it: [CLS] sub-tokens [SEP] (ids [t], type_ids [t] zeros),
+    and `word` [t]: the word each position predicts (its labelled sub-token, in the window that
+    owns the word), -100 everywhere else (special tokens included)."""
+
+    def __init__(self, ids: np.ndarray, word: np.ndarray):
+        self.ids, self.word = ids, word
+        self.type_ids = np.zeros(len(ids), dtype=np.int64)
+
+
+def tag_windows(aligned, room: int, overlap: int, cls_id: int, sep_id: int) -> list[TagWindow]:
+    """One aligned sentence (align's (ids, word, first)) -> its windows, each word predicted by
+    exactly one of them."""
+    ids, word, first = aligned
+    wins = windows(word, room, overlap)
+    own = owners(word, first, wins)
+    out = []
+    for w, win in enumerate(wins):
+        sl = slice(win.start, win.end)
+        mine = first[sl] & (own[word[sl]] == w)                    # positions this window predicts
+        out.append(TagWindow(np.r_[cls_id, ids[sl], sep_id], np.r_[-100, np.where(mine, word[sl], -100), -100]))
+    return out
+
+
+def per_word(n_words: int, pieces) -> np.ndarray:
+    """(words [k], values [k, ...]) of every window -> values [n_words, ...] in word order; every
+    word must come exactly once (the window invariant: a bug if broken)."""
+    pieces = list(pieces)
+    tail = next((np.shape(v)[1:] for _, v in pieces if len(v)), ())
+    dtype = next((np.asarray(v).dtype for _, v in pieces if len(v)), np.float32)
+    out = np.zeros((n_words, *tail), dtype=dtype)
+    seen = np.zeros(n_words, dtype=np.int64)
+    for words, values in pieces:
+        words = np.asarray(words, dtype=np.int64)
+        out[words] = values
+        np.add.at(seen, words, 1)
+    if (seen != 1).any():
+        raise AssertionError(f"word {int(np.flatnonzero(seen != 1)[0])} predicted {int(seen[seen != 1][0])} times")
+    return out
+
+
+class TagWindows(list):
+    """The windows of one record, with its words' character spans in the text predict reports."""
+
+    text: str = ""
+    spans: list = []
+    pretokenized: bool = False
+
+
+class TagFeaturizer:
+    """Words (`tokens`, or the words the tokenizer's pre-tokenizer finds in `text`) -> windows of
+    `max_length` tokens (fine-tuning's alignment, window overlap and owners) -> per-word tags
+    and their entities (conlleval's chunking) with character offsets."""
+
+    def __init__(self, ctx):
+        if not ctx.labels:
+            raise UserError("the model's config.json has no labels (id2label)", fix="export a fine-tuned tagger")
+        self.ctx, self.info = ctx, ctx.info
+        self.room = ctx.max_length - 2                             # [CLS] ... [SEP] / <s> ... </s>
+        self.overlap = min(int(ctx.option("window_overlap", NerConfig.window_overlap)), self.room // 2)
+
+    def encode_sentences(self, sentences: list[list[str]]) -> list[list[TagWindow]]:
+        """Fine-tuning's batched form: every sentence's windows."""
+        info = self.info
+        return [tag_windows(a, self.room, self.overlap, info.cls_id, info.sep_id)
+                for a in align(info.tokenizer, sentences, info.unk_id)]
+
+    def words_of(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the words of `text` as the tokenizer's pre-tokenizer splits it (the
+        words' own characters: the space byte-level BPE and Unigram pieces carry is left out)."""
+        enc = self.info.tokenizer.encode(text, add_special_tokens=False)
+        spans: dict[int, list[int]] = {}
+        for w, (s, e) in zip(enc.word_ids, enc.offsets):
+            if w is not None:
+                lo, hi = spans.setdefault(w, [s, e])
+                spans[w] = [min(lo, s), max(hi, e)]
+        tight = tight_spans(text, [tuple(spans[w]) for w in sorted(spans)])
+        return [(int(s), int(e)) for s, e in tight if e > s]
+
+    def encode(self, rec: dict, where: str) -> TagWindows:
+        words = rec.get("tokens")
+        out = TagWindows()
+        if words is not None:
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise UserError("`tokens` must be a list of strings", where=where)
+            out.text, out.pretokenized = " ".join(words), True
+            starts = np.cumsum([0] + [len(w) + 1 for w in words])
+            out.spans = [(int(s), int(s) + len(w)) for s, w in zip(starts, words)]
+        else:
+            text = field(rec, TEXT, where)
+            if not isinstance(text, str):
+                raise UserError("the text field must hold a string", where=where)
+            out.text, out.spans = text, self.words_of(text)
+            words = [text[s:e] for s, e in out.spans]
+        out.extend(self.encode_sentences([words])[0])
+        return out
+
+    def decode(self, rec: dict, windows: TagWindows, outputs) -> dict:
+        picked = [(win.word[win.word >= 0], out["logits"][win.word >= 0]) for win, out in zip(windows, outputs)]
+        logits = per_word(len(windows.spans), picked)                                  # [words, C]
+        probs = softmax(logits.astype(np.float64))
+        labels = self.ctx.labels
+        tags = [labels[int(i)] for i in logits.argmax(-1)] if len(logits) else []    # fine-tuning's argmax
+        text, spans, found = windows.text, windows.spans, []
+        for typ, a, b in entities(tags):
+            start, end = spans[a][0], spans[b][1]
+            found.append({"type": typ, "start": start, "end": end, "text": text[start:end],
+                          "score": round(float(probs[a:b + 1].max(-1).mean()), 6),
+                          **({"words": [a, b + 1]} if windows.pretokenized else {})})
+        return {"entities": found, "tags": tags}
