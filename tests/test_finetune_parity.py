@@ -42,7 +42,7 @@ SEED = 3
 CASES = {
     "classify": dict(train=24, dev=8, mutations=("eps", "decay_norms", "schedule")),
     "ner": dict(train=24, dev=8, mutations=("eps", "decay_norms", "schedule", "sequences")),
-    "squad": dict(train=8, dev=4, mutations=("eps", "schedule", "qa_padding")),
+    "squad": dict(train=8, dev=4, mutations=("eps", "decay_norms", "schedule", "qa_padding")),
 }
 MUTATIONS = {"eps": dict(eps=1e-8), "decay_norms": dict(decay_norms=True), "schedule": dict(schedule="hf"),
              "sequences": dict(token_mean="sequences"), "qa_padding": dict(qa_mask_padding=False)}
@@ -61,12 +61,23 @@ def _texts(kind: str, folder: Path) -> list[str]:
     return all_text(json.loads((folder / "train-v1.1.json").read_text(encoding="utf-8")))
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def problem(request, tmp_path_factory):
+_PROBLEMS: dict = {}
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory):
+    """kind -> its problem, built once per module (the tests of one kind share bertcli's run)."""
+    def get(kind: str):
+        if kind not in _PROBLEMS:
+            _PROBLEMS[kind] = _problem(kind, tmp_path_factory.mktemp(kind))
+        return _PROBLEMS[kind]
+    yield get
+    _PROBLEMS.clear()
+
+
+def _problem(kind: str, tmp: Path):
     """(kind, task, train features, cfg, tokenizer, starting HF directory, bertcli's losses and
     final weights as transformers loads them)."""
-    kind = request.param
-    tmp = tmp_path_factory.mktemp(kind)
     case = CASES[kind]
     size = dict(bench.SIZES[kind], train=case["train"], dev=case["dev"], lr=2e-3, batch=4, epochs=2,
                 length=48 if kind != "squad" else 64)
@@ -120,8 +131,10 @@ def _max_weight_gap(a: dict, b: dict) -> float:
     return max(float((a[k] - b[k]).detach().abs().max()) for k in a if k not in NOISE_ONLY)
 
 
-def test_first_steps_equal_transformers_loop(problem):
-    kind, task, train, cfg, *_ = problem
+@pytest.mark.parametrize("kind", list(CASES))
+def test_first_steps_equal_transformers_loop(problems, kind):
+    problem = problems(kind)
+    _, task, train, cfg, *_ = problem
     ours_losses, ours = problem[6], problem[7]
     theirs_losses, theirs = _reference(problem)
     per_epoch = -(-len(train) // task.hyper.batch_size)
@@ -131,12 +144,10 @@ def test_first_steps_equal_transformers_loop(problem):
     assert _max_weight_gap(ours, theirs) < WEIGHT_TOL
 
 
-@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_a_different_default_is_caught(problem, mutation):
+@pytest.mark.parametrize("kind,mutation", [(k, m) for k, c in CASES.items() for m in c["mutations"]])
+def test_a_different_default_is_caught(problems, kind, mutation):
     """The comparison above fails when the reference differs in one default."""
-    kind = problem[0]
-    if mutation not in CASES[kind]["mutations"]:
-        pytest.skip(f"{mutation} does not apply to {kind}")
+    problem = problems(kind)
     ours_losses, ours = problem[6], problem[7]
     theirs_losses, theirs = _reference(problem, **MUTATIONS[mutation])
     loss_gap = max(abs(a - b) for a, b in zip(ours_losses, theirs_losses))
