@@ -287,7 +287,7 @@ VALUES = "red blue green tall short seven twelve cheap heavy light north south".
 
 
 def squad_doc(rng: random.Random, n: int, prose: list[str], pool: list[str]) -> dict:
-    """SQuAD v1.1 JSON: prose with 4 planted facts per context (2 entities x 2 attributes),
+    """SQuAD v1.1 JSON: two prose sentences among 4 planted facts (2 entities x 2 attributes),
     one question per fact."""
     data, qid = [], 0
     for a in range(n):
@@ -295,15 +295,15 @@ def squad_doc(rng: random.Random, n: int, prose: list[str], pool: list[str]) -> 
         attrs = rng.sample(ATTRS, 2)
         facts = [(e, t, " ".join(rng.sample(VALUES, rng.choice([1, 2])))) for e in ents for t in attrs]
         rng.shuffle(facts)
-        parts = [rng.choice(prose) for _ in range(4)]
+        parts = [rng.choice(prose) for _ in range(2)]
         context, spans = "", []
         for i, (e, t, v) in enumerate(facts):
-            if i < 3:
-                context += parts[i] + " "
+            if i in (0, 2):
+                context += parts[i // 2] + " "
             prefix = f"the {t} of {e} is "
             spans.append((e, t, v, len(context) + len(prefix)))
             context += prefix + v + ". "
-        context += parts[3]
+        context = context.rstrip()
         qas = []
         for e, t, v, start in spans:
             qid += 1
@@ -366,11 +366,12 @@ def write_task_data(kind: str, folder: Path, n_train: int, n_dev: int) -> Path:
 
 # ----------------------------------------------------------------------------- tasks
 # Per task: examples (train, dev), lr, batch, epochs, max length; 10% warmup everywhere.
-# Sized for 2 loaded CPU cores and MiniLM-L6 (1-3 s a step there): about a minute per run of
-# classify / ner, two for squad; lr 1e-4 so that ~30 steps learn enough to tell the arms apart.
+# Sized for 2 loaded CPU cores and MiniLM-L6 (1-3 s a step of 16 short rows there, more when
+# loaded): one to a few minutes per run; lr 1e-4 (squad 2e-4) so that 20-36 steps learn enough
+# to tell the arms apart.
 SIZES = {"classify": dict(train=192, dev=200, lr=1e-4, batch=16, epochs=3, length=48),
          "ner": dict(train=192, dev=200, lr=1e-4, batch=16, epochs=3, length=48),
-         "squad": dict(train=32, dev=30, lr=1e-4, batch=16, epochs=3, length=128)}   # contexts, 4 questions each
+         "squad": dict(train=16, dev=16, lr=2e-4, batch=8, epochs=3, length=64)}     # contexts, 4 questions each
 MAIN = {"classify": "accuracy", "ner": "f1", "squad": "f1"}
 
 
@@ -384,8 +385,8 @@ def finetune_cfg(kind: str, size: dict):
     if kind == "ner":
         cfg = dataclasses.replace(cfg, ner=dataclasses.replace(cfg.ner, **common))
     if kind == "squad":
-        cfg = dataclasses.replace(cfg, squad=dataclasses.replace(cfg.squad, **common, doc_stride=64,
-                                                                 max_query_length=24))
+        cfg = dataclasses.replace(cfg, squad=dataclasses.replace(cfg.squad, **common, doc_stride=32,
+                                                                 max_query_length=16))
     return cfg
 
 
@@ -434,6 +435,44 @@ def run_arm(arm: str, settings: RefSettings | None, kind: str, task, feats, chec
     return {"main": dev[MAIN[kind]], "last": last[MAIN[kind]], "exact": dev.get("exact"), "epoch": epoch}
 
 
+def summarize(kind: str, runs: dict[str, list[dict]]) -> dict:
+    """Mean / std / values per arm, the differences of the means, and the done criterion."""
+    out = {"metric": MAIN[kind], "arms": {}}
+    for arm, rs in runs.items():
+        out["arms"][arm] = {MAIN[kind]: summary([r["main"] for r in rs]), "seeds": [r.get("seed") for r in rs],
+                            "epochs_chosen": [r["epoch"] for r in rs]}
+        for key, name in (("last", f"{MAIN[kind]}_last_epoch"), ("exact", "exact")):
+            if all(r.get(key) is not None for r in rs):
+                out["arms"][arm][name] = summary([r[key] for r in rs])
+    mean = {a: out["arms"][a][MAIN[kind]]["mean"] for a in runs}
+    out["differences"] = {f"{a} - ref_hf": round(mean[a] - mean["ref_hf"], 4) for a in runs if a != "ref_hf"}
+    if "ref_bertcli" in mean:
+        out["differences"]["bertcli - ref_bertcli"] = round(mean["bertcli"] - mean["ref_bertcli"], 4)
+    ref_std = out["arms"]["ref_hf"][MAIN[kind]]["std"]
+    out["bertcli_within_1std_or_above_ref_hf"] = bool(mean["bertcli"] >= mean["ref_hf"] - ref_std)
+    return out
+
+
+LOG_LINE = r"\[(\w+)\] seed (\d+) (\S+): \w+ ([\d.]+) \(epoch (\d+)(?:, last ([\d.]+))?(?:, exact ([\d.]+))?"
+
+
+def merge(paths: list[Path]) -> dict:
+    """The report of runs split over processes, from their stderr logs (one line per run)."""
+    import re
+
+    runs: dict[str, dict[str, dict[int, dict]]] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = re.match(LOG_LINE, line)
+            if m:
+                kind, seed, arm, main, epoch, last, exact = m.groups()
+                runs.setdefault(kind, {}).setdefault(arm, {})[int(seed)] = {
+                    "seed": int(seed), "main": float(main), "epoch": int(epoch),
+                    "last": float(last) if last else None, "exact": float(exact) if exact else None}
+    return {"merged_from": [str(p) for p in paths],
+            "tasks": {k: summarize(k, {a: [r[s] for s in sorted(r)] for a, r in arms.items()}) for k, arms in runs.items()}}
+
+
 def summary(values: list[float]) -> dict:
     return {"mean": round(statistics.mean(values), 4),
             "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
@@ -442,13 +481,22 @@ def summary(values: list[float]) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True, type=Path, help="a Hugging Face BERT-family directory (no download)")
+    p.add_argument("--model", type=Path, help="a Hugging Face BERT-family directory (no download)")
     p.add_argument("--tasks", default="classify,ner,squad")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 (split a run "
+                                                               "over processes; merge with --merge)")
+    p.add_argument("--merge", nargs="+", type=Path, help="print the summary of the runs logged in these stderr "
+                                                         "files of earlier runs instead of running")
     p.add_argument("--ablate", default="", help=f"comma list of {', '.join(ABLATIONS)}: ref_hf + that bertcli default")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the example counts")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
+    if args.merge:
+        print(json.dumps(merge(args.merge), indent=1))
+        return 0
+    if args.model is None:
+        p.error("--model DIR is required (a Hugging Face directory: nothing is downloaded)")
     torch.set_num_threads(args.threads)
     from bertcli.tokenizer import load_tokenizer
 
@@ -463,31 +511,22 @@ def main(argv=None) -> int:
             size["train"], size["dev"] = (max(16, int(size[k] * args.scale)) for k in ("train", "dev"))
             cfg = finetune_cfg(kind, size)
             task = build_task(kind, write_task_data(kind, Path(tmp) / kind, size["train"], size["dev"]), cfg)
-            zero = False
+            zero = json.loads((args.model / "config.json").read_text()).get("type_vocab_size", 2) < 2
             train = task.featurize(task.data.train, tok, zero)
             devs = {s.name: (s, task.featurize(s, tok, zero)) for s in task.data.dev}
             start = time.monotonic()
             runs = {a: [] for a in arms}
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for arm, settings in arms.items():
                     t0 = time.monotonic()
-                    runs[arm].append(run_arm(arm, settings, kind, task, (train, devs), args.model, cfg, seed, tok))
-                    print(f"[{kind}] seed {seed} {arm}: {MAIN[kind]} {runs[arm][-1]['main']:.4f} "
-                          f"(epoch {runs[arm][-1]['epoch']}, {time.monotonic() - t0:.0f}s)", file=sys.stderr)
-            out = {"metric": MAIN[kind], "train_examples": size["train"], "dev_examples": size["dev"],
-                   "train_features": len(train), "hyper": {k: size[k] for k in ("lr", "batch", "epochs", "length")},
-                   "seconds": round(time.monotonic() - start), "arms": {}}
-            for arm, rs in runs.items():
-                out["arms"][arm] = {MAIN[kind]: summary([r["main"] for r in rs]),
-                                    f"{MAIN[kind]}_last_epoch": summary([r["last"] for r in rs]),
-                                    "epochs_chosen": [r["epoch"] for r in rs]}
-                if rs[0]["exact"] is not None:
-                    out["arms"][arm]["exact"] = summary([r["exact"] for r in rs])
-            mean = {a: out["arms"][a][MAIN[kind]]["mean"] for a in arms}
-            out["differences"] = {f"{a} - ref_hf": round(mean[a] - mean["ref_hf"], 4) for a in arms if a != "ref_hf"}
-            out["differences"]["bertcli - ref_bertcli"] = round(mean["bertcli"] - mean["ref_bertcli"], 4)
-            ref_std = out["arms"]["ref_hf"][MAIN[kind]]["std"]
-            out["bertcli_within_1std_or_above_ref_hf"] = bool(mean["bertcli"] >= mean["ref_hf"] - ref_std)
+                    r = run_arm(arm, settings, kind, task, (train, devs), args.model, cfg, seed, tok)
+                    runs[arm].append(dict(r, seed=seed))
+                    exact = f", exact {r['exact']:.4f}" if r["exact"] is not None else ""
+                    print(f"[{kind}] seed {seed} {arm}: {MAIN[kind]} {r['main']:.4f} (epoch {r['epoch']}, "
+                          f"last {r['last']:.4f}{exact}, {time.monotonic() - t0:.0f}s)", file=sys.stderr)
+            out = {"train_examples": size["train"], "dev_examples": size["dev"], "train_features": len(train),
+                   "hyper": {k: size[k] for k in ("lr", "batch", "epochs", "length")},
+                   "seconds": round(time.monotonic() - start), **summarize(kind, runs)}
             report["tasks"][kind] = out
     print(json.dumps(report, indent=1))
     return 0
