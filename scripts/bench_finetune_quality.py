@@ -445,11 +445,13 @@ def summarize(kind: str, runs: dict[str, list[dict]]) -> dict:
             if all(r.get(key) is not None for r in rs):
                 out["arms"][arm][name] = summary([r[key] for r in rs])
     mean = {a: out["arms"][a][MAIN[kind]]["mean"] for a in runs}
-    out["differences"] = {f"{a} - ref_hf": round(mean[a] - mean["ref_hf"], 4) for a in runs if a != "ref_hf"}
-    if "ref_bertcli" in mean:
+    out["differences"] = {f"{a} - ref_hf": round(mean[a] - mean["ref_hf"], 4) for a in runs
+                          if a != "ref_hf" and "ref_hf" in mean}
+    if "ref_bertcli" in mean and "bertcli" in mean:
         out["differences"]["bertcli - ref_bertcli"] = round(mean["bertcli"] - mean["ref_bertcli"], 4)
-    ref_std = out["arms"]["ref_hf"][MAIN[kind]]["std"]
-    out["bertcli_within_1std_or_above_ref_hf"] = bool(mean["bertcli"] >= mean["ref_hf"] - ref_std)
+    if "bertcli" in mean and "ref_hf" in mean:
+        ref_std = out["arms"]["ref_hf"][MAIN[kind]]["std"]
+        out["bertcli_within_1std_or_above_ref_hf"] = bool(mean["bertcli"] >= mean["ref_hf"] - ref_std)
     return out
 
 
@@ -489,6 +491,8 @@ def main(argv=None) -> int:
     p.add_argument("--merge", nargs="+", type=Path, help="print the summary of the runs logged in these stderr "
                                                          "files of earlier runs instead of running")
     p.add_argument("--ablate", default="", help=f"comma list of {', '.join(ABLATIONS)}: ref_hf + that bertcli default")
+    p.add_argument("--arms", default="", help="run only these arms (comma list: bertcli, ref_hf, ref_bertcli, ...)")
+    p.add_argument("--batch", type=int, help="override every task's batch size (e.g. what a shadowed setting gives)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the example counts")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
@@ -503,12 +507,15 @@ def main(argv=None) -> int:
     arms: dict[str, RefSettings | None] = {"bertcli": None, "ref_hf": HF_DEFAULTS, "ref_bertcli": BERTCLI_DEFAULTS}
     for a in filter(None, args.ablate.split(",")):
         arms[f"ref_hf+{a}"] = dataclasses.replace(HF_DEFAULTS, **ABLATIONS[a])
+    if args.arms:
+        arms = {a: arms[a] for a in args.arms.split(",")}
     tok = load_tokenizer(args.model)
     report = {"model": str(args.model), "seeds": args.seeds, "threads": args.threads, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in filter(None, args.tasks.split(",")):
             size = dict(SIZES[kind])
             size["train"], size["dev"] = (max(16, int(size[k] * args.scale)) for k in ("train", "dev"))
+            size["batch"] = args.batch or size["batch"]
             cfg = finetune_cfg(kind, size)
             task = build_task(kind, write_task_data(kind, Path(tmp) / kind, size["train"], size["dev"]), cfg)
             zero = json.loads((args.model / "config.json").read_text()).get("type_vocab_size", 2) < 2
