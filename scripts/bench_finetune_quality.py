@@ -32,6 +32,8 @@ Data (generated, no download, with signal but not saturating):
               <value>"; several entities and attributes per context, the question names both
 
     python scripts/bench_finetune_quality.py --model DIR [--tasks classify,ner,squad] [--seeds 3]
+    python scripts/bench_finetune_quality.py --model DIR --tasks squad --seeds 1 --first-seed 2 2> s2.log
+    python scripts/bench_finetune_quality.py --merge s0.log s1.log s2.log    # seeds run apart, one summary
 Prints one JSON object: per task and arm the mean / std / values of the metrics, the
 differences of the means, and whether bertcli is within one std of ref_hf (or above).
 """
@@ -41,7 +43,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import random
 import statistics
 import sys
@@ -163,7 +164,7 @@ def reference_fit(model, head: str, train, hyper, s: RefSettings, seed: int, pad
 
     torch.manual_seed(seed)
     order = torch.Generator().manual_seed(seed)
-    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
+    _, total, warmup = schedule_lengths(len(train), hyper)
     opt = torch.optim.AdamW(decay_groups(model, s.weight_decay, s.decay_norms), lr=hyper.learning_rate, betas=s.betas, eps=s.eps)
     sched = make_schedule(opt, warmup, total, s.schedule)
     model.train()

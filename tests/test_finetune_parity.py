@@ -109,7 +109,7 @@ def _record(losses: list, loss: torch.Tensor) -> torch.Tensor:
 
 
 def _reference(problem, **changes):
-    kind, task, train, cfg, tok, start, _, _ = problem
+    _, task, train, cfg, tok, start, _, _ = problem
     hf = HF_CLASS[task.head].from_pretrained(start)
     assert hf.config.hidden_dropout_prob == 0.0 and hf.config.attention_probs_dropout_prob == 0.0
     same = dict(eps=cfg.eps, weight_decay=task.hyper.weight_decay, grad_clip=cfg.grad_clip, betas=(cfg.beta1, cfg.beta2))
@@ -134,7 +134,7 @@ def _max_weight_gap(a: dict, b: dict) -> float:
 @pytest.mark.parametrize("kind", list(CASES))
 def test_first_steps_equal_transformers_loop(problems, kind):
     problem = problems(kind)
-    _, task, train, cfg, *_ = problem
+    _, task, train, *_ = problem
     ours_losses, ours = problem[6], problem[7]
     theirs_losses, theirs = _reference(problem)
     per_epoch = -(-len(train) // task.hyper.batch_size)
