@@ -35,6 +35,7 @@ class HeadKind:
     outputs: dict[str, tuple[str, ...]]
     description: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    optional: tuple[str, ...] = ()      # outputs a graph of this kind may lack (pooler_output)
 
 
 HEADS: dict[str, HeadKind] = {}
@@ -136,7 +137,7 @@ register(HeadKind("classification", ("ForSequenceClassification",), _load_classi
 register(HeadKind("features", ("Model",), _load_encoder, _run_encoder,
                   {"last_hidden_state": ("batch", "sequence", "hidden"), "pooler_output": ("batch", "hidden")},
                   "the bare encoder's hidden states (and pooled [CLS] where the family has a pooler)",
-                  aliases=("feature-extraction", "encoder")))
+                  aliases=("feature-extraction", "encoder"), optional=("pooler_output",)))
 register(HeadKind("token-classification", ("ForTokenClassification",), _load_fine_tuned("token", "classifier", "token"),
                   _run_token, {"logits": ("batch", "sequence", "labels")}, "per-token label logits (NER)",
                   aliases=("ner", "token")))
@@ -147,16 +148,67 @@ register(HeadKind("question-answering", ("ForQuestionAnswering",), _load_fine_tu
 
 # ------------------------------------------------------------------------------------ choosing
 def read_json(path: Path) -> dict:
+    """A JSON object from `path`; one message for a file that is unreadable, not JSON, or not an object."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read {Path(path).name}: {e}", where=str(path))
+        raise UserError(f"cannot read {Path(path).name}: {e}", where=str(path),
+                        fix="the file is damaged; write it again (export the model again for a bundle)") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{Path(path).name} holds a JSON {type(data).__name__}, not an object", where=str(path),
+                        fix="the file is damaged; write it again (export the model again for a bundle)")
+    return data
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+# export_info.json keys predict reads: key -> (what it must be, check); null is allowed for all
+EXPORT_INFO = {
+    "task": ("a task name (string)", lambda v: isinstance(v, str) and v.strip() != ""),
+    "max_sequence_length": ("a positive integer", _count),
+    "vocab_size": ("a positive integer", _count),
+    "labels": ("a list of label names (strings)", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "files": ("an object of file name -> size in bytes (or null)",
+              lambda v: isinstance(v, dict) and all(isinstance(k, str) and (x is None or (isinstance(x, int)
+                                                    and not isinstance(x, bool) and x >= 0)) for k, x in v.items())),
+}
+
+
+def read_export_info(path: Path) -> dict:
+    """export_info.json, validated by type like config.json is (a wrong type is one message naming
+    the key), and the bundle's files checked against the sizes it lists (a cut model.onnx is refused
+    before ONNX Runtime reads it)."""
+    path = Path(path)
+    info = read_json(path)
+    fix = "export_info.json is written by `bertcli export`: export the model again (or fix the key by hand)"
+    for key, (want, ok) in EXPORT_INFO.items():
+        if info.get(key) is not None and not ok(info[key]):
+            raise UserError(f"export_info.json key {key!r} is {json.dumps(info[key])[:100]}, not {want}",
+                            where=f"{path}: {key}", fix=fix)
+    for name, size in (info.get("files") or {}).items():
+        f = path.parent / name
+        if size is None or "/" in name or "\\" in name or name.startswith("."):   # markers: not the model's
+            continue
+        if not f.is_file():
+            raise UserError(f"bundle file {name} is missing (listed in export_info.json)", where=str(f),
+                            fix="copy the whole bundle directory again, or export the model again")
+        if f.stat().st_size != size:
+            raise UserError(f"bundle file {name} is {f.stat().st_size:,} bytes, {size:,} when it was exported "
+                            "(cut short or changed)", where=str(f),
+                            fix="copy the whole bundle directory again, or export the model again")
+    return info
 
 
 def architecture(directory: Path) -> str:
     """config.json's first `architectures` entry ("" when there is none)."""
-    archs = read_json(Path(directory) / "config.json").get("architectures") or [""]
-    return str(archs[0])
+    path = Path(directory) / "config.json"
+    archs = read_json(path).get("architectures") or [""]
+    if not isinstance(archs, list) or not isinstance(archs[0], str):
+        raise UserError(f"config.json key 'architectures' is {json.dumps(archs)[:100]}, not a list of class names",
+                        where=f"{path}: architectures", fix="e.g. \"architectures\": [\"BertForSequenceClassification\"]")
+    return archs[0]
 
 
 def get_kind(task: str) -> HeadKind:

@@ -25,7 +25,7 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.decode import Context, make_decoder
-from bertcli.export.heads import read_json
+from bertcli.export.heads import read_export_info
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -114,7 +114,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         onnx_file = path if path.suffix == ".onnx" else path / "model.onnx"
         directory = onnx_file.parent
         info_file = directory / "export_info.json"
-        export_info = read_json(info_file) if info_file.is_file() else {}
+        export_info = read_export_info(info_file) if info_file.is_file() else {}
         config = read_config(directory, head="classification")
         found = task or export_info.get("task")
         if not found:
@@ -124,6 +124,8 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         tok = load_tokenizer(directory)
         backend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
+        backend.expect(kind.outputs, {"labels": len(config.labels or ()) or None, "vocab": config.vocab_size,
+                                      "hidden": config.hidden_size}, optional=kind.optional)
         limit = int(export_info.get("max_sequence_length") or longest(config))
     else:
         kind = detect_kind(path, task)

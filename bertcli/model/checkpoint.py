@@ -26,6 +26,7 @@ from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_la
 from bertcli.model.families import FamilySpec
 from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
                               to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
+from bertcli.model.manifest import verify_checkpoint, write_manifest
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.model.validate import check_checkpoint
 from bertcli.stages import write_atomic
@@ -106,6 +107,7 @@ def save_checkpoint(model: nn.Module, directory: Union[str, Path],
     config = to_hf_config(c, head, dtype)
     write_atomic(directory / "config.json",
             lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
+    write_manifest(directory)  # last: sizes and sha256 of every file, verified before any load
     notes = transformers_caveats(c)
     for note in notes:
         _warn_once(note)
@@ -179,6 +181,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     model (eval mode, CPU, fp32) and a report."""
     directory = Path(directory)
     c = read_config(directory, head)
+    verify_checkpoint(directory)  # every file against its manifest, or the safetensors headers' lengths
     if dropout is not None:
         c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
     check_checkpoint(directory, c, head, _legacy_name)  # shapes vs headers, tokenizer vs model: before any allocation
