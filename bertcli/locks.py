@@ -50,6 +50,10 @@ def _holder(f) -> tuple[int | None, str]:
     return pid, host[:255]
 
 
+def _who(pid: int | None, host: str) -> str:
+    return f"PID {pid}, host {host}" if pid is not None else "its lock file names no valid PID"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -73,10 +77,11 @@ def _lock(directory: Path, wait: bool, what: str) -> Iterator[None]:
         except BlockingIOError:
             pid, host = _holder(f)
             if not wait:
-                raise UserError(f"{what} is in use by another bertcli process (PID {pid}, host {host})",
+                raise UserError(f"{what} is in use by another bertcli process ({_who(pid, host)})",
                                 where=str(directory),
                                 fix="wait for that run to finish or stop it, or choose another output_dir") from None
-            console.log(f"waiting for PID {pid} on {host}, which is building {what} ({directory})")
+            holder = f"PID {pid} on {host}" if pid is not None else "another process (its lock file names no valid PID)"
+            console.log(f"waiting for {holder}, which is building {what} ({directory})")
             fcntl.flock(f, fcntl.LOCK_EX)
         pid, host = _holder(f)
         if pid is not None and pid != os.getpid() and host == socket.gethostname() and not _alive(pid):

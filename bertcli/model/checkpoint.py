@@ -181,7 +181,6 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     model (eval mode, CPU, fp32) and a report."""
     directory = Path(directory)
     c = read_config(directory, head)
-    verify_checkpoint(directory)  # every file against its manifest, or the safetensors headers' lengths
     if dropout is not None:
         c = c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
     check_checkpoint(directory, c, head, _legacy_name)  # shapes vs headers, tokenizer vs model: before any allocation
@@ -236,6 +235,9 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
                         f"weights (first: {first})", where=where,
                         fix="config.json and model.safetensors do not belong together")
     _sort_leftovers(state, used, base, c, report, where, pooled=uses_pooler(head))
+    # Last of the checks, so that the specific ones above name what is inconsistent: every file
+    # against the manifest written with it (or, without one, each safetensors file's length).
+    verify_checkpoint(directory)
     with torch.no_grad():
         for name, tensor in tensors.items():
             params[name].copy_(tensor)
