@@ -280,7 +280,7 @@ CKPT_DAMAGES = {   # damage, message
     "flipped_with_manifest": (lambda p: _flip_weight_byte(p / "model.safetensors"), "does not match its sha256"),
     "cut_without_manifest": (lambda p: ((p / MANIFEST).unlink(), _cut(p / "model.safetensors")), "model.safetensors"),
     "padded_without_manifest": (lambda p: ((p / MANIFEST).unlink(), (p / "model.safetensors").write_bytes(
-        (p / "model.safetensors").read_bytes() + b"\0" * 8)), "padded"),
+        (p / "model.safetensors").read_bytes() + b"\0" * 8)), "model.safetensors"),
     "tokenizer_edited": (lambda p: (p / "vocab.txt").write_text((p / "vocab.txt").read_text() + "extra\n"), "vocab.txt"),
 }
 
@@ -463,8 +463,11 @@ INFO_DAMAGES = {   # damage, needle
     "files_list": (_info_edit("files", ["model.onnx"]), "'files'"),
     "not_an_object": (lambda b: (b / "export_info.json").write_text("[1, 2]"), "not an object"),
     "not_json": (lambda b: (b / "export_info.json").write_text("{oops"), "cannot read export_info.json"),
-    "cut_model": (lambda b: _cut(b / "model.onnx", 500), "model.onnx is 500 bytes"),
-    "missing_tokenizer": (lambda b: (b / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+    "cut_model": (lambda b: _cut(b / "model.onnx", 500), "cannot load model.onnx"),
+    "edited_tokenizer_config": (lambda b: (b / "tokenizer_config.json").write_text(json.dumps(
+        {**json.loads((b / "tokenizer_config.json").read_text()), "note": "x"})), "tokenizer_config.json is"),
+    "missing_tokenizer": (lambda b: (b / "tokenizer.json").unlink(), "has no tokenizer"),
+    "missing_tokenizer_config": (lambda b: (b / "tokenizer_config.json").unlink(), "tokenizer_config.json is missing"),
     "config_list": (lambda b: (b / "config.json").write_text("[]"), "config.json"),
 }
 

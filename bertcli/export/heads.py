@@ -178,8 +178,7 @@ EXPORT_INFO = {
 
 def read_export_info(path: Path) -> dict:
     """export_info.json, validated by type like config.json is (a wrong type is one message naming
-    the key), and the bundle's files checked against the sizes it lists (a cut model.onnx is refused
-    before ONNX Runtime reads it)."""
+    the key)."""
     path = Path(path)
     info = read_json(path)
     fix = "export_info.json is written by `bertcli export`: export the model again (or fix the key by hand)"
@@ -187,8 +186,14 @@ def read_export_info(path: Path) -> dict:
         if info.get(key) is not None and not ok(info[key]):
             raise UserError(f"export_info.json key {key!r} is {json.dumps(info[key])[:100]}, not {want}",
                             where=f"{path}: {key}", fix=fix)
+    return info
+
+
+def check_bundle_files(info: dict, directory: Path) -> None:
+    """Every file export_info.json lists is in the bundle with the size it was exported with
+    (called after the checks that say more specifically what does not belong together)."""
     for name, size in (info.get("files") or {}).items():
-        f = path.parent / name
+        f = Path(directory) / name
         if size is None or "/" in name or "\\" in name or name.startswith("."):   # markers: not the model's
             continue
         if not f.is_file():
@@ -198,7 +203,6 @@ def read_export_info(path: Path) -> dict:
             raise UserError(f"bundle file {name} is {f.stat().st_size:,} bytes, {size:,} when it was exported "
                             "(cut short or changed)", where=str(f),
                             fix="copy the whole bundle directory again, or export the model again")
-    return info
 
 
 def architecture(directory: Path) -> str:

@@ -25,7 +25,7 @@ from bertcli import console
 from bertcli.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.decode import Context, make_decoder
-from bertcli.export.heads import read_export_info
+from bertcli.export.heads import check_bundle_files, read_export_info
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -126,6 +126,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         check_graph(backend, tok, config, export_info, onnx_file)
         backend.expect(kind.outputs, {"labels": len(config.labels or ()) or None, "vocab": config.vocab_size,
                                       "hidden": config.hidden_size}, optional=kind.optional)
+        check_bundle_files(export_info, directory)
         limit = int(export_info.get("max_sequence_length") or longest(config))
     else:
         kind = detect_kind(path, task)
