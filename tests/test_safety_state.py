@@ -626,3 +626,19 @@ def test_verify_is_remembered_only_for_the_same_files(tmp_path, tiny_bert):
     os.utime(d / "model.safetensors", ns=(1, 1))                   # another mtime: hashed again
     with pytest.raises(UserError, match="model.safetensors does not match its sha256"):
         verify_checkpoint(d)
+
+
+def test_save_checkpoint_lists_only_the_files_it_wrote(tmp_path, tiny_bert):
+    from bertcli.model import load_checkpoint, save_checkpoint
+
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    model, _ = load_checkpoint(tiny_bert, head="classification")
+    save_checkpoint(model, d, tokenizer_dir=tiny_bert)
+    listed = json.loads((d / MANIFEST).read_text())["files"]
+    assert set(listed) == {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"}
+    (d / "notes.txt").write_text("changed by the user")                   # not the checkpoint's business
+    again, _ = load_checkpoint(d, head="classification")
+    for x, y in zip(model.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(x, y)

@@ -101,20 +101,21 @@ def save_checkpoint(model: nn.Module, directory: Union[str, Path],
     from safetensors.torch import save_file
 
     write_atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
+    written = ["model.safetensors", "config.json"]
     if tokenizer_dir is not None:
-        copy_tokenizer(tokenizer_dir, directory)
+        written += copy_tokenizer(tokenizer_dir, directory)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config = to_hf_config(c, head, dtype)
     write_atomic(directory / "config.json",
             lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
-    write_manifest(directory)  # last: sizes and sha256 of every file, verified before any load
+    write_manifest(directory, written)  # last: sizes and sha256 of what it wrote, verified before any load
     notes = transformers_caveats(c)
     for note in notes:
         _warn_once(note)
     return notes
 
 
-def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
+def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> list[str]:
     src = Path(tokenizer_dir)
     found = [n for n in TOKENIZER_FILES if (src / n).is_file()]
     if not found:
@@ -122,6 +123,7 @@ def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
                         fix="give the tokenizer directory written by `bertcli tokenize` (tokenizer.json, ...)")
     for name in found:
         write_atomic(directory / name, lambda p, n=name: shutil.copyfile(src / n, p))
+    return found
 
 
 # ------------------------------------------------------------------------------------------ load

@@ -7,8 +7,9 @@ last, so that a checkpoint whose weights were cut, rewritten or swapped is never
     verify_checkpoint(directory)  before a checkpoint is resumed, exported, fine-tuned or run:
                                   with a manifest, every listed file must be there with its size
                                   and hash; without one (a transformers directory), every
-                                  safetensors file must have a readable header whose tensors end
-                                  exactly where the file does. UserError naming the file otherwise.
+                                  safetensors file of the directory (and of trainer_state/) must
+                                  have a readable header whose tensors end exactly where the
+                                  file does. UserError naming the file otherwise.
 
 A verification is remembered per process for the same files (path, size, mtime), so the several
 readers of one command hash a checkpoint once.
@@ -20,7 +21,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from bertcli.errors import UserError
 
@@ -49,13 +50,15 @@ def _files(directory: Path) -> list[Path]:
     return out
 
 
-def write_manifest(directory: Path) -> Path:
-    """Hash every file of `directory` into bertcli-manifest.json (call it after the last write)."""
+def write_manifest(directory: Path, names: Optional[Iterable[str]] = None) -> Path:
+    """Hash every file of `directory` (or only `names`, the files the caller wrote, when the
+    directory may hold others) into bertcli-manifest.json; call it after the last write."""
     from bertcli.stages import write_text_atomic
 
     directory = Path(directory)
+    paths = _files(directory) if names is None else [directory / n for n in sorted(set(names))]
     files = {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "sha256": sha256_of(p)}
-             for p in _files(directory)}
+             for p in paths}
     body = json.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1, sort_keys=True) + "\n"
     return write_text_atomic(directory / MANIFEST, body)
 
@@ -140,9 +143,9 @@ def verify_checkpoint(directory: Path) -> bool:
     files = read_manifest(directory)
     if key in _verified:
         return files is not None
-    if files is None:
-        for p in _files(directory):
-            if p.suffix == ".safetensors":
+    if files is None:   # the weights a load reads, and a training checkpoint's state
+        for p in sorted(directory.glob("*.safetensors")) + sorted((directory / "trainer_state").glob("*.safetensors")):
+            if p.is_file():
                 check_safetensors(p, directory)
     else:
         for name, entry in sorted(files.items()):
