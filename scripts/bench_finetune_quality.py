@@ -319,7 +319,7 @@ def prose_sentences(limit: int = 3000) -> list[str]:
     """Short sentences of real prose (the builtin corpus: Python's documentation)."""
     import re
 
-    from bertcli.builtin_corpus import iter_documents
+    from bertcli.corpus.builtin import iter_documents
 
     out = []
     for _, text in iter_documents():
@@ -378,7 +378,7 @@ MAIN = {"classify": "accuracy", "ner": "f1", "squad": "f1"}
 
 def finetune_cfg(kind: str, size: dict):
     """bertcli's finetune section (its defaults) with the benchmark's common hyperparameters."""
-    from bertcli.sections import FinetuneConfig
+    from bertcli.config.sections import FinetuneConfig
 
     common = dict(learning_rate=size["lr"], batch_size=size["batch"], epochs=float(size["epochs"]),
                   max_seq_length=size["length"], warmup_ratio=0.1)
@@ -503,7 +503,7 @@ def main(argv=None) -> int:
     if args.model is None:
         p.error("--model DIR is required (a Hugging Face directory: nothing is downloaded)")
     torch.set_num_threads(args.threads)
-    from bertcli.tokenizer import load_tokenizer
+    from bertcli.tokenization.load import load_tokenizer
 
     arms: dict[str, RefSettings | None] = {"bertcli": None, "ref_hf": HF_DEFAULTS, "ref_bertcli": BERTCLI_DEFAULTS}
     for a in filter(None, args.ablate.split(",")):

@@ -28,7 +28,7 @@ from test_model_util import one_thread  # noqa: F401 (fixture)
 
 from bertcli.finetune.engine import fit, load_model
 from bertcli.model import save_checkpoint
-from bertcli.tokenizer import load_tokenizer
+from bertcli.tokenization.load import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_finetune_quality", ROOT / "scripts" / "bench_finetune_quality.py")

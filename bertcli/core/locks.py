@@ -33,11 +33,25 @@ def lock_path(directory: Path) -> Path:
     return directory.with_name(f".{directory.name}.lock")
 
 
+PID_MAX = 1 << 22  # Linux's largest pid_max: a larger number was never a process
+
+
 def _holder(f) -> tuple[int | None, str]:
+    """The PID and host a lock file names; (None, "?") for anything else (a huge or negative
+    number, text, binary junk): the flock decides who holds the lock, the file only informs."""
     f.seek(0)
-    parts = f.read().split()
-    pid = int(parts[0]) if parts and parts[0].isdigit() else None
-    return pid, parts[1] if len(parts) > 1 else "?"
+    try:
+        parts = f.read(4096).split()
+    except (OSError, ValueError):
+        parts = []
+    first = parts[0] if parts else ""
+    pid = int(first) if first.isascii() and first.isdigit() and len(first) <= 7 and 0 < int(first) <= PID_MAX else None
+    host = parts[1] if pid is not None and len(parts) > 1 and parts[1].isprintable() else "?"
+    return pid, host[:255]
+
+
+def _who(pid: int | None, host: str) -> str:
+    return f"PID {pid}, host {host}" if pid is not None else "its lock file names no valid PID"
 
 
 def _alive(pid: int) -> bool:
@@ -77,7 +91,7 @@ def _acquire(path: Path, directory: Path, wait: bool, what: str):
     while True:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            f = open(path, "a+", encoding="utf-8")
+            f = open(path, "a+", encoding="utf-8", errors="replace")  # a garbled holder line is read, not fatal
         except OSError as e:
             raise UserError(f"cannot create the lock file for {what}: {e.strerror}", where=str(path),
                             fix="make the directory writable, or choose another output_dir / cache_dir") from None
@@ -87,10 +101,11 @@ def _acquire(path: Path, directory: Path, wait: bool, what: str):
             pid, host = _holder(f)
             if not wait:
                 f.close()
-                raise UserError(f"{what} is in use by another bertcli process (PID {pid}, host {host})",
+                raise UserError(f"{what} is in use by another bertcli process ({_who(pid, host)})",
                                 where=str(directory),
                                 fix="wait for that run to finish or stop it, or choose another output_dir") from None
-            console.log(f"waiting for PID {pid} on {host}, which is building {what} ({directory})")
+            holder = f"PID {pid} on {host}" if pid is not None else "another process (its lock file names no valid PID)"
+            console.log(f"waiting for {holder}, which is building {what} ({directory})")
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             current = os.stat(path).st_ino

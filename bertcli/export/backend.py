@@ -92,7 +92,63 @@ class OrtBackend:
                             fix="export the model again with `bertcli export`")
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.path = Path(path)
+        self.expected: dict[str, tuple] | None = None
+        self.sizes: dict[str, int] = {}
+
+    def expect(self, outputs: dict[str, tuple[str, ...]], sizes: dict[str, int], optional: Sequence[str] = ()) -> None:
+        """Check the graph's outputs against what a task's decoder reads before anything runs
+        (a foreign graph must be a message, not an IndexError in a decoder): every output of
+        `outputs` (name -> axis names) but the `optional` ones is there, of a float type, with
+        as many axes, and every fixed axis named in `sizes` ("labels", "vocab", "hidden") of
+        that size. Afterwards only those outputs are run, and each result is checked too."""
+        sizes = {k: v for k, v in sizes.items() if v is not None}
+        declared = {o.name: o for o in self.session.get_outputs()}
+        have = ", ".join(f"{n} {list(o.shape)}" for n, o in declared.items()) or "none"
+        fix = "predict runs graphs written by `bertcli export` for this checkpoint; export it again"
+        for name, axes in outputs.items():
+            o = declared.get(name)
+            if o is None:
+                if name in optional:
+                    continue
+                raise UserError(f"the ONNX graph has no output {name!r} {list(axes)}, which this task reads "
+                                f"(its outputs: {have})", where=str(self.path), fix=fix)
+            if o.type not in ("tensor(float)", "tensor(float16)", "tensor(double)"):
+                raise UserError(f"graph output {name} is {o.type}, not floating-point scores", where=str(self.path),
+                                fix=fix)
+            shape = list(o.shape) if o.shape is not None else None
+            if shape is not None and len(shape) != len(axes):
+                raise UserError(f"graph output {name} has {len(shape)} axes {shape}; this task needs "
+                                f"{len(axes)} {list(axes)}", where=str(self.path), fix=fix)
+            for dim, axis in zip(shape or [], axes):
+                if isinstance(dim, int) and axis in sizes and dim != sizes[axis]:
+                    raise UserError(f"graph output {name} has {dim} on its {axis} axis; the model's config.json "
+                                    f"says {sizes[axis]}", where=str(self.path),
+                                    fix="config.json (labels, vocab_size, hidden_size) does not belong to this "
+                                        "model.onnx; " + fix)
+        self.expected = {n: tuple(a) for n, a in outputs.items() if n in declared}
+        self.sizes = dict(sizes)
+        self.output_names = list(self.expected)
+
+    def _check_result(self, name: str, out: np.ndarray, batch: int, seq: int) -> None:
+        axes = self.expected[name]
+        want = {"batch": batch, "sequence": seq, **self.sizes}
+        if out.ndim != len(axes) or any(a in want and d != want[a] for d, a in zip(out.shape, axes)):
+            raise UserError(f"graph output {name} came back with shape {list(out.shape)}; this task needs "
+                            f"{[want.get(a, a) for a in axes]} ({', '.join(axes)})", where=str(self.path),
+                            fix="predict runs graphs written by `bertcli export` for this checkpoint; export it again")
 
     def run(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outs = self.session.run(self.output_names, {n: feed[n] for n in self.input_names})
-        return {n: np.asarray(o, dtype=np.float32) for n, o in zip(self.output_names, outs)}
+        try:
+            outs = self.session.run(self.output_names, {n: feed[n] for n in self.input_names})
+        except Exception as e:  # onnxruntime's own types: a graph that cannot run on these inputs
+            if self.expected is None:
+                raise
+            raise UserError(f"ONNX Runtime failed running {self.path.name}: {str(e).splitlines()[0][:300]}",
+                            where=str(self.path), fix="export the model again with `bertcli export`") from None
+        result = {n: np.asarray(o, dtype=np.float32) for n, o in zip(self.output_names, outs)}
+        if self.expected is not None:
+            batch, seq = feed["input_ids"].shape
+            for name, out in result.items():
+                self._check_result(name, out, batch, seq)
+        return result

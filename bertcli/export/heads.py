@@ -18,10 +18,61 @@ from bertcli.finetune.heads import HEADS, HeadKind, architecture, head_kind, reg
 
 # ------------------------------------------------------------------------------------ choosing
 def read_json(path: Path) -> dict:
+    """A JSON object from `path`; one message for a file that is unreadable, not JSON, or not an object."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read {Path(path).name}: {e}", where=str(path))
+        raise UserError(f"cannot read {Path(path).name}: {e}", where=str(path),
+                        fix="the file is damaged; write it again (export the model again for a bundle)") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{Path(path).name} holds a JSON {type(data).__name__}, not an object", where=str(path),
+                        fix="the file is damaged; write it again (export the model again for a bundle)")
+    return data
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+# export_info.json keys predict reads: key -> (what it must be, check); null is allowed for all
+EXPORT_INFO = {
+    "task": ("a task name (string)", lambda v: isinstance(v, str) and v.strip() != ""),
+    "max_sequence_length": ("a positive integer", _count),
+    "vocab_size": ("a positive integer", _count),
+    "labels": ("a list of label names (strings)", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "files": ("an object of file name -> size in bytes (or null)",
+              lambda v: isinstance(v, dict) and all(isinstance(k, str) and (x is None or (isinstance(x, int)
+                                                    and not isinstance(x, bool) and x >= 0)) for k, x in v.items())),
+}
+
+
+def read_export_info(path: Path) -> dict:
+    """export_info.json, validated by type like config.json is (a wrong type is one message naming
+    the key)."""
+    path = Path(path)
+    info = read_json(path)
+    fix = "export_info.json is written by `bertcli export`: export the model again (or fix the key by hand)"
+    for key, (want, ok) in EXPORT_INFO.items():
+        if info.get(key) is not None and not ok(info[key]):
+            raise UserError(f"export_info.json key {key!r} is {json.dumps(info[key])[:100]}, not {want}",
+                            where=f"{path}: {key}", fix=fix)
+    return info
+
+
+def check_bundle_files(info: dict, directory: Path) -> None:
+    """Every file export_info.json lists is in the bundle with the size it was exported with
+    (called after the checks that say more specifically what does not belong together)."""
+    for name, size in (info.get("files") or {}).items():
+        f = Path(directory) / name
+        if size is None or "/" in name or "\\" in name or name.startswith("."):   # markers: not the model's
+            continue
+        if not f.is_file():
+            raise UserError(f"bundle file {name} is missing (listed in export_info.json)", where=str(f),
+                            fix="copy the whole bundle directory again, or export the model again")
+        if f.stat().st_size != size:
+            raise UserError(f"bundle file {name} is {f.stat().st_size:,} bytes, {size:,} when it was exported "
+                            "(cut short or changed)", where=str(f),
+                            fix="copy the whole bundle directory again, or export the model again")
 
 
 def get_kind(task: str) -> HeadKind:

@@ -28,7 +28,7 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
-from bertcli.export.heads import detect_kind, exportable, read_json
+from bertcli.export.heads import check_bundle_files, detect_kind, exportable, read_export_info, read_json
 from bertcli.export.graph import max_length as longest
 from bertcli.model.hf import read_config
 from bertcli.tokenization.load import load_tokenizer
@@ -124,7 +124,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         onnx_file = path if path.suffix == ".onnx" else path / "model.onnx"
         directory = onnx_file.parent
         info_file = directory / "export_info.json"
-        export_info = read_json(info_file) if info_file.is_file() else {}
+        export_info = read_export_info(info_file) if info_file.is_file() else {}
         config = read_config(directory, head="classification")
         found = task or export_info.get("task")
         if not found:
@@ -134,6 +134,9 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
         tok = load_tokenizer(directory)
         backend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
+        backend.expect(kind.outputs, {"labels": len(config.labels or ()) or None, "vocab": config.vocab_size,
+                                      "hidden": config.hidden_size}, optional=kind.optional)
+        check_bundle_files(export_info, directory)
         limit = int(export_info.get("max_sequence_length") or longest(config))
         trained = dict(export_info.get("featurizer") or {})
     else:

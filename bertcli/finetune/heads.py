@@ -41,6 +41,7 @@ class HeadKind:
     dev_metric: Optional[Callable] = None
     description: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    optional: tuple[str, ...] = ()      # outputs a graph of this kind may lack (pooler_output)
 
     @property
     def task(self) -> str:
@@ -111,7 +112,10 @@ def architecture(directory: Path) -> str:
         archs = json.loads(path.read_text(encoding="utf-8")).get("architectures") or [""]
     except (OSError, ValueError, UnicodeDecodeError, AttributeError) as e:
         raise UserError(f"cannot read config.json: {e}", where=str(path))
-    return str(archs[0])
+    if not isinstance(archs, list) or not isinstance(archs[0], str):
+        raise UserError(f"config.json key 'architectures' is {json.dumps(archs)[:100]}, not a list of class names",
+                        where=f"{path}: architectures", fix='e.g. "architectures": ["BertForSequenceClassification"]')
+    return archs[0]
 
 
 def _load_encoder(directory: Path):
@@ -166,7 +170,7 @@ register(HeadKind("features", "pretraining", ("Model",), _load_encoder, _run_enc
                   {"last_hidden_state": ("batch", "sequence", "hidden"), "pooler_output": ("batch", "hidden")},
                   FeaturesFeaturizer,
                   description="the bare encoder's hidden states (and pooled [CLS] where the family has a pooler)",
-                  aliases=("feature-extraction", "encoder")))
+                  aliases=("feature-extraction", "encoder"), optional=("pooler_output",)))
 register(HeadKind("token-classification", "token", ("ForTokenClassification",),
                   _load_fine_tuned("token", "classifier", "token"), _run_logits,
                   {"logits": ("batch", "sequence", "labels")}, TagFeaturizer,

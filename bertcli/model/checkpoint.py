@@ -26,6 +26,7 @@ from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_la
 from bertcli.config.families import FamilySpec
 from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
                               to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
+from bertcli.model.manifest import verify_checkpoint, write_manifest
 from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
 from bertcli.model.validate import check_checkpoint
 from bertcli.core.fs import write_atomic
@@ -100,19 +101,21 @@ def save_checkpoint(model: nn.Module, directory: Union[str, Path],
     from safetensors.torch import save_file
 
     write_atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
+    written = ["model.safetensors", "config.json"]
     if tokenizer_dir is not None:
-        copy_tokenizer(tokenizer_dir, directory)
+        written += copy_tokenizer(tokenizer_dir, directory)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config = to_hf_config(c, head, dtype)
     write_atomic(directory / "config.json",
             lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
+    write_manifest(directory, written)  # last: sizes and sha256 of what it wrote, verified before any load
     notes = transformers_caveats(c)
     for note in notes:
         _warn_once(note)
     return notes
 
 
-def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
+def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> list[str]:
     src = Path(tokenizer_dir)
     found = [n for n in TOKENIZER_FILES if (src / n).is_file()]
     if not found:
@@ -120,6 +123,7 @@ def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> None:
                         fix="give the tokenizer directory written by `bertcli tokenize` (tokenizer.json, ...)")
     for name in found:
         write_atomic(directory / name, lambda p, n=name: shutil.copyfile(src / n, p))
+    return found
 
 
 # ------------------------------------------------------------------------------------------ load
@@ -233,6 +237,9 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
                         f"weights (first: {first})", where=where,
                         fix="config.json and model.safetensors do not belong together")
     _sort_leftovers(state, used, base, c, report, where, pooled=uses_pooler(head))
+    # Last of the checks, so that the specific ones above name what is inconsistent: every file
+    # against the manifest written with it (or, without one, each safetensors file's length).
+    verify_checkpoint(directory)
     with torch.no_grad():
         for name, tensor in tensors.items():
             params[name].copy_(tensor)

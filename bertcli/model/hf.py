@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from bertcli import __version__
 from bertcli.core.errors import UserError
@@ -227,11 +227,22 @@ def confined_shard(directory: Path, name: object, index: Path) -> Path:
         raise UserError(f"the safetensors index names a shard outside the checkpoint directory: {name!r}",
                         where=str(index), fix="shards must be files inside the checkpoint directory, named relative to it")
     full = (Path(directory) / path).resolve()
-    if not full.is_relative_to(root):
+    cache = hf_cache_root(Path(directory))
+    if not full.is_relative_to(root) and not (cache is not None and full.is_relative_to(cache)):
         raise UserError(f"shard {name!r} resolves to {full}, outside the checkpoint directory {root} "
                         "(a symbolic link)", where=str(index),
                         fix="copy the shard into the checkpoint directory instead of linking to it")
     return Path(directory) / path
+
+
+def hf_cache_root(directory: Path) -> Optional[Path]:
+    """The `models--ORG--NAME` folder of the Hugging Face cache when `directory` is one of its
+    `snapshots/REVISION` folders (whose files are symlinks into `../../blobs/`), else None."""
+    d = Path(directory).resolve()
+    root = d.parent.parent
+    if d.parent.name == "snapshots" and root.name.startswith("models--") and (root / "blobs").is_dir():
+        return root.resolve()
+    return None
 
 
 def weight_files(directory: Path) -> list[Path]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import random
 import re
 import shutil
@@ -46,6 +47,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.paths import check_space, saving
 from bertcli.core.fs import building
+from bertcli.model.manifest import verify_checkpoint, write_manifest
 
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
@@ -111,6 +113,73 @@ class TrainState:
     @classmethod
     def from_state_dict(cls, d: dict) -> "TrainState":
         return cls().load_state_dict(d)
+
+    def problems(self, step_of_dir: Optional[int] = None) -> list[str]:
+        """What is wrong with the fields, by type and range (empty: a state a resume can use).
+        `step_of_dir` is the N of a step-N directory, which the state's step must equal: a
+        step of 10**15 in step-0000010 would make the run look finished, -7 would rewind it."""
+        return [f"{name} {why}" for name, why in _field_problems(self, step_of_dir)]
+
+
+_BIG = 1 << 62   # no counter of a real run comes near this; larger is damage, not progress
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _field_problems(s: "TrainState", step_of_dir: Optional[int]):
+    def count(name, low=0):
+        v = getattr(s, name)
+        if not _is_int(v):
+            yield name, f"is {v!r}, not an integer"
+        elif not low <= v < _BIG:
+            yield name, f"is {v:,}, outside [{low}, 2^62)"
+
+    for name in ("step", "consumed_samples", "tokens", "batch_size", "bad_steps", "overflows", "phase",
+                 "phase_start", "phase_samples"):
+        yield from count(name)
+    yield from count("world_size", low=1)
+    if s.train_rows is not None:
+        yield from count("train_rows")
+    if _is_int(s.step) and step_of_dir is not None and s.step != step_of_dir:
+        yield "step", f"is {s.step:,} in the directory of step {step_of_dir:,}"
+    if _is_int(s.step) and _is_int(s.phase_start) and s.phase_start > s.step:
+        yield "phase_start", f"{s.phase_start:,} is after step {s.step:,}"
+    if not _is_num(s.elapsed_s) or s.elapsed_s < 0:
+        yield "elapsed_s", f"is {s.elapsed_s!r}, not a finite number of seconds >= 0"
+    if s.majority_acc is not None and not (_is_num(s.majority_acc) and 0 <= s.majority_acc <= 1):
+        yield "majority_acc", f"is {s.majority_acc!r}, not null or a fraction in [0, 1]"
+    for name in ("tokenizer_sha256", "data_sha256"):
+        v = getattr(s, name)
+        if v is not None and not isinstance(v, str):  # compared with the inputs' hashes on resume
+            yield name, f"is {v!r}, not null or a sha256 hex digest"
+    if s.phase_name is not None and not isinstance(s.phase_name, str):
+        yield "phase_name", f"is {s.phase_name!r}, not null or a string"
+    for name in ("scheduler", "interval_sums", "scaler"):
+        v = getattr(s, name)
+        if not isinstance(v, dict):
+            yield name, f"is {v!r}, not an object"
+    if isinstance(s.interval_sums, dict):
+        bad = [k for k, v in s.interval_sums.items() if not _is_num(v)]
+        if bad:
+            yield "interval_sums", f"holds {bad[0]}: {s.interval_sums[bad[0]]!r}, not a finite number"
+    if isinstance(s.scheduler, dict):
+        last = s.scheduler.get("last_epoch", 0)
+        if not _is_int(last) or not 0 <= last < _BIG:
+            yield "scheduler", f"last_epoch is {last!r}, not a step count"
+        for key in ("base_lrs", "_last_lr"):
+            v = s.scheduler.get(key, [])
+            if not isinstance(v, list) or not all(_is_num(x) for x in v):
+                yield "scheduler", f"{key} is {v!r}, not a list of finite numbers"
+    if isinstance(s.scaler, dict):
+        bad = [k for k, v in s.scaler.items() if not _is_num(v)]
+        if bad:
+            yield "scaler", f"holds {bad[0]}: {s.scaler[bad[0]]!r}, not a finite number"
 
 
 # ------------------------------------------------------------------------------------ RNG
@@ -257,6 +326,8 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
         files = {name: (ts / name).stat().st_size for name in STATE_FILES}
         (ts / "state.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, **state.state_dict(),
                                                    "files": files}, indent=1))
+        recipe.save(tmp)        # building() writes the same bytes again; the manifest covers it
+        write_manifest(tmp)     # last: a checkpoint without a complete manifest is not trusted
     return path
 
 
@@ -271,6 +342,8 @@ def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step
     check_space(path.parent, needed, what)
     with saving(path, what, needed), building(path, recipe) as tmp:
         hf_save(model, tmp)
+        recipe.save(tmp)
+        write_manifest(tmp)
     return path
 
 
@@ -315,13 +388,24 @@ def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
         raise _damaged(path, f"trainer_state/state.json is unreadable ({e})")
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise _damaged(path, "trainer_state/state.json is not a bertcli trainer state")
-    if state.get("version", 0) > VERSION:
+    version = state.get("version", 0)
+    if not _is_int(version) or version < 0:
+        raise _damaged(path, f"trainer_state/state.json has version {version!r}, not a version number")
+    if version > VERSION:
         raise UserError(f"checkpoint written by a newer bertcli (trainer state v{state['version']})", where=str(path),
                         fix="upgrade bertcli")
     missing = [k for k in require if k not in state]
     if missing:
         raise _damaged(path, f"trainer_state/state.json lacks {', '.join(missing)}")
-    for name, size in state.get("files", {}).items():
+    files = state.get("files", {})
+    if not isinstance(files, dict) or not all(n in STATE_FILES and _is_int(v) and v >= 0 for n, v in files.items()):
+        raise _damaged(path, f"trainer_state/state.json has files {str(files)[:200]}, not sizes of "
+                             f"{', '.join(STATE_FILES)}")
+    m = STEP_DIR.match(path.name)
+    bad = TrainState.from_state_dict(state).problems(int(m.group(1)) if m else None)
+    if bad:
+        raise _damaged(path, "trainer_state/state.json: " + "; ".join(bad[:3]))
+    for name, size in files.items():
         f = ts / name
         if not f.is_file() or f.stat().st_size != size:
             raise _damaged(path, f"trainer_state/{name} is missing or truncated")
@@ -333,6 +417,10 @@ def read(path: Path, require: Sequence[str] = ("step",)) -> Checkpoint:
                 raise _damaged(path, f"trainer_state/{name} has an unreadable header ({str(e)[:200]})")
     if not (path / "recipe.yaml").is_file():
         raise _damaged(path, "recipe.yaml is missing")
+    try:  # every file against the manifest (or, without one, every safetensors file by its header)
+        verify_checkpoint(path)
+    except UserError as e:
+        raise _damaged(path, f"{e.what}") from None
     return Checkpoint(path, TrainState.from_state_dict(state), path / "recipe.yaml")
 
 
@@ -346,8 +434,8 @@ def restore(ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Opt
                                       f"unexpected {sorted(unexpected)[:3]})")
         opt_sd = _read_optimizer(ts)
         rng = _read_rng(ts)
-    except (SafetensorError, OSError, ValueError, KeyError, RuntimeError) as e:
-        raise _damaged(ckpt.path, str(e).splitlines()[0][:300])
+    except (SafetensorError, OSError, ValueError, KeyError, RuntimeError, TypeError, AttributeError, IndexError) as e:
+        raise _damaged(ckpt.path, (str(e).splitlines() or [type(e).__name__])[0][:300])
     try:
         optimizer.load_state_dict(opt_sd)
     except (ValueError, KeyError, RuntimeError) as e:
@@ -374,11 +462,15 @@ def candidates(run_dir: Path) -> list[Path]:
         f = p / "trainer_state" / "state.json"
         if not f.is_file():
             continue
+        # a step-N directory sorts by its name (a damaged state.json's step must not reorder the
+        # run, e.g. -7 hiding the newest behind older ones); final/ by its state's step
+        m = STEP_DIR.match(p.name)
         try:
-            step = int(json.loads(f.read_text())["step"])
+            step = int(m.group(1)) if m else json.loads(f.read_text())["step"]
+            if not _is_int(step) or not 0 <= step < _BIG:
+                raise ValueError(step)
         except (OSError, ValueError, KeyError, TypeError):
-            m = STEP_DIR.match(p.name)
-            step = int(m.group(1)) if m else 1 << 62  # an unreadable final/ is the run's newest
+            step = _BIG  # an unreadable final/ is the run's newest
         found.append((step, p.name == "final", p))
     return [p for *_, p in sorted(found, key=lambda t: t[:2], reverse=True)]
 
