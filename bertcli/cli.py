@@ -159,12 +159,17 @@ def pretrain(
     set_: Optional[List[str]] = SetOpt,
     resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Continued pretraining: start from this checkpoint directory (bertcli or transformers) instead of random weights; same as --set model.init_from=PATH."),
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
     save a checkpoint and exit with 128 + the signal number."""
     from bertcli.train.pipeline import run_pretrain
 
+    if init_from is not None:
+        import json
+
+        set_ = [*(set_ or []), f"model.init_from={json.dumps(str(init_from))}"]
     result = run_pretrain(_recipe(recipe, set_, writes=True), resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))

@@ -363,6 +363,10 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
     rebuilds both."""
     path = tokenizer_dir(recipe)
+    if recipe.model.init_from is not None:   # continued pretraining: the checkpoint's tokenizer
+        from bertcli.tokenizer_adopt import run_adopt
+
+        return run_adopt(recipe, path, force)
     with stage_guard(path, "tokenizer"):
         if is_complete(path) and not force:
             return _reused(path)

@@ -1,0 +1,107 @@
+"""The tokenizer stage of a continued-pretraining run (`model.init_from`): adopt, do not train.
+
+    run_adopt(recipe, path, force) -> StageResult
+
+It copies the checkpoint's tokenizer into the stage directory (`tokenizer-<hash>`, whose key
+holds a fingerprint of those files: bertcli.stages), so that the data stage, the trainer and
+the checkpoints read it exactly as they read a trained one:
+    tokenizer.json            the checkpoint's, or built from a WordPiece vocab.txt with the
+                              casing of its tokenizer_config.json (`do_lower_case`)
+    vocab.txt, tokenizer_config.json, special_tokens_map.json    copied when present
+    tokenizer_info.json       where it came from, its size, UNK rate and pieces per word on the corpus
+    extension.json            with tokenizer.extend: the tokens added (bertcli.tokenizer_extend)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from bertcli import console
+from bertcli.recipe import Recipe
+from bertcli.stages import StageResult, building, is_complete, stage_guard
+
+INFO_FILE = "tokenizer_info.json"
+COPIED = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def run_adopt(recipe: Recipe, path: Path, force: bool = False) -> StageResult:
+    with stage_guard(path, "tokenizer"):
+        if is_complete(path) and not force:
+            info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+            return StageResult("tokenizer", path, True, summary_rows(info, reused=True))
+        return _build(recipe, path, force)
+
+
+def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
+    from bertcli.corpus import build_corpus
+    from bertcli.model.hf import read_config
+    from bertcli.model.init_from import tokenizer_fingerprint, tokenizer_source
+    from bertcli.model.validate import check_tokenizer
+    from bertcli.tokenizer import load_tokenizer, measure_unk_rate
+
+    start = time.perf_counter()
+    src = Path(recipe.model.init_from)
+    kind, _ = tokenizer_source(src)                  # a sentencepiece-only checkpoint: the message to convert it
+    tok = load_tokenizer(src)
+    check_tokenizer(tok, read_config(src), str(src))
+    corpus = build_corpus(recipe, force=force)
+    import datasets
+
+    dd = datasets.load_from_disk(str(corpus.path))
+    split = "validation" if len(dd["validation"]) else "train"
+    before = measure_unk_rate(tok.tokenizer, tok.unk_id, dd[split])
+    info = {"adopted_from": str(src), "fingerprint": tokenizer_fingerprint(src), "kind": kind,
+            "vocab_size": tok.vocab_size, "evaluated_on": split,
+            "eval_unk_rate": before["unk_rate"], "eval_tokens_per_word": before["tokens_per_word"]}
+    tokenizer, extension = tok.tokenizer, None
+    if recipe.tokenizer.extend:
+        from bertcli.tokenizer_extend import extend_tokenizer
+
+        tokenizer, extension = extend_tokenizer(tok, dd["train"], recipe.tokenizer.extend, read_config(src))
+        after = measure_unk_rate(tokenizer, tok.unk_id, dd[split])
+        info.update(extended_by=len(extension.tokens), vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+                    model_vocab_size=extension.vocab_size, eval_tokens_per_word_after=after["tokens_per_word"],
+                    added_examples=[t for t, _, _ in extension.tokens[:10]])
+    with building(path, recipe) as tmp:
+        tokenizer.save(str(tmp / "tokenizer.json"))
+        for name in COPIED:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, tmp / name)
+        if not (src / "tokenizer_config.json").is_file():
+            _write_json(tmp / "tokenizer_config.json", _minimal_config(tok, kind))
+        if extension is not None:
+            extension.save(tmp, tokenizer, kind)
+        info["seconds"] = round(time.perf_counter() - start, 3)
+        _write_json(tmp / INFO_FILE, info)
+    return StageResult("tokenizer", path, False, summary_rows(info, reused=False))
+
+
+def _minimal_config(tok, kind: str) -> dict:
+    """tokenizer_config.json for a checkpoint that had none (a bare vocab.txt)."""
+    roles = {f"{r}_token": t for r, t in tok.tokens.items()}
+    lowercase = tok.tokenizer.normalizer is not None and "lowercase\": true" in tok.tokenizer.to_str().lower()
+    return {"tokenizer_class": "BertTokenizer" if kind == "wordpiece" else "PreTrainedTokenizerFast", **roles,
+            "do_lower_case": lowercase}
+
+
+def _write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
+    tpw, rate = info.get("eval_tokens_per_word"), info.get("eval_unk_rate")
+    rows = [("adopted from", info["adopted_from"]),
+            ("vocab size", f"{info['vocab_size']:,} ({info['kind']})"),
+            (f"{info['evaluated_on']} UNK rate", "n/a" if rate is None else f"{rate:.4%}"),
+            ("avg tokens per word", "n/a" if tpw is None else f"{tpw:.3f}")]
+    if "extended_by" in info:
+        after = info.get("eval_tokens_per_word_after")
+        rows += [("tokens added", f"{info['extended_by']:,} (tokenizer.extend; e.g. "
+                                  f"{', '.join(info['added_examples'][:5])})"),
+                 ("model vocab size", f"{info['model_vocab_size']:,} (rounded up to the family's multiple)"),
+                 ("tokens per word", f"{tpw:.3f} -> {after:.3f}" if tpw and after else "n/a")]
+    rows += [("seconds", f"{info['seconds']:.1f}" + (", when it was built" if reused else "")), ("reused", reused)]
+    return rows
