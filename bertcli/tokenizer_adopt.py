@@ -66,7 +66,10 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                     model_vocab_size=extension.vocab_size, eval_tokens_per_word_after=after["tokens_per_word"],
                     added_examples=[t for t, _, _ in extension.tokens[:10]])
     with building(path, recipe) as tmp:
-        tokenizer.save(str(tmp / "tokenizer.json"))
+        if extension is None and (src / "tokenizer.json").is_file():
+            shutil.copyfile(src / "tokenizer.json", tmp / "tokenizer.json")   # the same bytes: the same fingerprint
+        else:
+            tokenizer.save(str(tmp / "tokenizer.json"))
         for name in COPIED:
             if (src / name).is_file():
                 shutil.copyfile(src / name, tmp / name)
