@@ -7,7 +7,8 @@ holds a fingerprint of those files: bertcli.stages), so that the data stage, the
 the checkpoints read it exactly as they read a trained one:
     tokenizer.json            the checkpoint's, or built from a WordPiece vocab.txt with the
                               casing of its tokenizer_config.json (`do_lower_case`)
-    vocab.txt, tokenizer_config.json, special_tokens_map.json    copied when present
+    tokenizer_config.json, special_tokens_map.json, vocab.txt / vocab.json / merges.txt   copied
+                              when present (the vocabulary files only when not extended)
     tokenizer_info.json       where it came from, its size, UNK rate and pieces per word on the corpus
     extension.json            with tokenizer.extend: the tokens added (bertcli.tokenizer_extend)
 """
@@ -24,7 +25,10 @@ from bertcli.recipe import Recipe
 from bertcli.stages import StageResult, building, is_complete, stage_guard
 
 INFO_FILE = "tokenizer_info.json"
-COPIED = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+COPIED = ("tokenizer_config.json", "special_tokens_map.json")
+# the slow tokenizers' files: copied as they are unless tokenizer.extend changed the vocabulary
+# (then tokenizer.json, and vocab.txt for WordPiece, are what transformers reads)
+VOCABULARY = ("vocab.txt", "vocab.json", "merges.txt")
 
 
 def run_adopt(recipe: Recipe, path: Path, force: bool = False) -> StageResult:
@@ -70,7 +74,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
             shutil.copyfile(src / "tokenizer.json", tmp / "tokenizer.json")   # the same bytes: the same fingerprint
         else:
             tokenizer.save(str(tmp / "tokenizer.json"))
-        for name in COPIED:
+        for name in COPIED + (VOCABULARY if extension is None else ()):
             if (src / name).is_file():
                 shutil.copyfile(src / name, tmp / name)
         if not (src / "tokenizer_config.json").is_file():
