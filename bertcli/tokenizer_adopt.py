@@ -48,7 +48,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
 
     start = time.perf_counter()
     src = Path(recipe.model.init_from)
-    kind, _ = tokenizer_source(src)                  # a sentencepiece-only checkpoint: the message to convert it
+    kind, lowercase = tokenizer_source(src)          # a sentencepiece-only checkpoint: the message to convert it
     tok = load_tokenizer(src)
     check_tokenizer(tok, read_config(src), str(src))
     corpus = build_corpus(recipe, force=force)
@@ -78,7 +78,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
             if (src / name).is_file():
                 shutil.copyfile(src / name, tmp / name)
         if not (src / "tokenizer_config.json").is_file():
-            _write_json(tmp / "tokenizer_config.json", _minimal_config(tok, kind))
+            _write_json(tmp / "tokenizer_config.json", _minimal_config(tok, kind, lowercase))
         if extension is not None:
             extension.save(tmp, tokenizer, kind)
         info["seconds"] = round(time.perf_counter() - start, 3)
@@ -86,10 +86,11 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     return StageResult("tokenizer", path, False, summary_rows(info, reused=False))
 
 
-def _minimal_config(tok, kind: str) -> dict:
-    """tokenizer_config.json for a checkpoint that had none (a bare vocab.txt)."""
+def _minimal_config(tok, kind: str, lowercase) -> dict:
+    """tokenizer_config.json for a checkpoint that had none (a bare vocab.txt: lowercased, as
+    load_tokenizer reads it without a config)."""
     roles = {f"{r}_token": t for r, t in tok.tokens.items()}
-    lowercase = tok.tokenizer.normalizer is not None and "lowercase\": true" in tok.tokenizer.to_str().lower()
+    lowercase = True if lowercase is None else lowercase
     return {"tokenizer_class": "BertTokenizer" if kind == "wordpiece" else "PreTrainedTokenizerFast", **roles,
             "do_lower_case": lowercase}
 
