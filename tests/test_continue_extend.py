@@ -95,6 +95,7 @@ def test_extend_through_pretrain_reports_and_saves_a_larger_vocabulary(tmp_path)
                 cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     assert "tokenizer.extend: 10 new tokens" in r.stdout
+    assert "tokens added" in r.stdout and "tokens per word" in r.stdout      # the adopt stage's report
     final = tmp_path / "run" / "final"
     cfg = json.loads((final / "config.json").read_text())
     v0 = json.loads((start / "config.json").read_text())["vocab_size"]

@@ -68,11 +68,13 @@ def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bo
     return {"step": 0, **val} if val else None
 
 
-def summary_rows(init: Optional[InitReport], run_dir: Path, last_val: dict, notes: list) -> list[tuple[str, object]]:
-    """The start -> end rows of `pretrain`'s summary."""
+def summary_rows(init: Optional[InitReport], run_dir: Path, last_val: dict, notes: list,
+                 tokenizer_rows: list = ()) -> list[tuple[str, object]]:
+    """The start -> end rows of `pretrain`'s summary (with the adopt stage's vocabulary rows)."""
     record = (init.record if init is not None else None) or _read(run_dir) or {}
     rows: list[tuple[str, object]] = [("init_from", record.get("path", "-"))]
     rows += [("init", note) for note in notes[1:]]
+    rows += [(k, v) for k, v in tokenizer_rows if k in ("tokens added", "tokens per word")]
     start = record.get("step0") or {}
     if start and last_val:
         rows.append(("val MLM loss (step 0 -> end)", f"{start['val_mlm_loss']:.4f} -> {last_val['val_mlm_loss']:.4f}"))

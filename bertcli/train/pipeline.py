@@ -316,7 +316,8 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
     if d.main:
         rows = pretrain_summary_rows(result, recipe)
         if recipe.model.init_from is not None:
-            rows[1:1] = continued.summary_rows(result.init, run_dir, result.last_val, init_notes)
+            rows[1:1] = continued.summary_rows(result.init, run_dir, result.last_val, init_notes,
+                                               result.stages[0].summary)
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}", rows)
     return result
 
