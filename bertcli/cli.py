@@ -6,6 +6,7 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -192,12 +193,15 @@ def pretrain(
     set_: Optional[List[str]] = SetOpt,
     resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Continued pretraining: start from this checkpoint directory (bertcli or transformers) instead of random weights; same as --set model.init_from=PATH."),
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
     save a checkpoint and exit with 128 + the signal number."""
     from bertcli import api
 
+    if init_from is not None:
+        set_ = [*(set_ or []), f"model.init_from={json.dumps(str(init_from))}"]
     result = api.pretrain(recipe, set_, resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
@@ -215,6 +219,28 @@ def fill_mask(
     from bertcli.model.fill_mask import render
 
     render(api.fill_mask(checkpoint, text, top_k=top_k), as_json=as_json)
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
+    corpus: List[Path] = typer.Option(..., "--corpus", help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
+    seed: int = typer.Option(42, "--seed", help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a tokenizer."),
+    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8, help="Tokens per row (capped by the model's positions)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Row layout: nsp, sop or none (default: the family's pair head, scored when the checkpoint has it)."),
+    pppl_rows: int = typer.Option(32, "--pppl-rows", min=0, help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Rows per forward pass."),
+    cache: Path = typer.Option(Path("runs/evaluate"), "--cache", help="Where the corpus, tokenizer and masked-data stages are cached."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with deterministic masks."""
+    from bertcli.train.evaluate import EvalSettings, render, run_evaluate
+
+    if objective not in (None, "nsp", "sop", "none"):
+        raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
+    settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
+                            pppl_rows=pppl_rows, cache=cache)
+    render(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
 
 
 @finetune_app.command("glue")

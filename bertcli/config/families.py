@@ -118,6 +118,7 @@ class FamilySpec:
     attention: str = "global"                   # global | alternating (local windows, a global layer every n)
     init: str = "normal"                        # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
     hf_dropout_elsewhere: bool = False          # transformers puts the dropouts in other places (training only)
+    vocab_multiple: int = 8                     # tokenizer.extend rounds the embedding rows up to a multiple of this
 
     @property
     def token_ids(self) -> dict[str, int]:
@@ -254,6 +255,7 @@ MODERNBERT = FamilySpec(
     positions="rotary", uses_token_types=False, token_type_embeddings=False, feed_forward="geglu", biases=False,
     norm="pre", first_attention_norm=False, pair_head="none", pooler=False, mlm_activation="gelu",
     task_head="prediction_head", attention="alternating", init="scaled", hf_dropout_elsewhere=True,
+    vocab_multiple=64,   # ModernBERT pads its 50,280-token vocabulary to 50,368 = 787 x 64
 )
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})

@@ -151,6 +151,10 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     recipe = build(Recipe, raw, "", Ctx(where, lines))
     recipe.source = where
     recipe.given_sections = given               # read by check_purpose; not a recipe field
+    # keys the file or --set gave, per section: model.init_from refuses those that contradict
+    # the checkpoint (bertcli.model.init_from); not a recipe field
+    recipe.given_keys = {s: frozenset(raw[s]) if isinstance(raw.get(s), dict) else frozenset()
+                         for s in ("model", "tokenizer")}
     resolve(recipe)
     validate(recipe)
     return recipe
@@ -237,6 +241,9 @@ def apply_override(raw: dict, item: str, lines: dict[str, int]) -> None:
 # ------------------------------------------------------------------------------ resolution
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
+    from bertcli.model.init_from import resolve_init_from
+
+    resolve_init_from(r)                     # model.init_from: the checkpoint's keys first
     m = resolve_model(r.model)
     t = r.tokenizer
     if t.special_tokens is None:

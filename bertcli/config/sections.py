@@ -109,6 +109,10 @@ class TokenizerConfig:
     """Train on the first N documents only (the whole corpus is still used for data)."""
     model_max_length: int = num(512, ge=8)
     """Written to tokenizer_config.json for transformers."""
+    extend: Optional[int] = num(None, ge=1)
+    """With model.init_from only: add up to N tokens to the adopted tokenizer, the corpus words
+    (or pieces) it splits into two or more pieces, most frequent first; their embedding rows and
+    MLM decoder bias start as the mean of those pieces' (bertcli/tokenization/extend.py)."""
 
 
 # ------------------------------------------------------------------------------------------- data
@@ -219,6 +223,11 @@ class ModelConfig:
     classifier_pooling: Literal["cls", "mean"] = "cls"
     """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
     (`mean`), as transformers' `classifier_pooling`; the other families pool [CLS]."""
+    init_from: Optional[str] = None
+    """Continued pretraining: a checkpoint directory written by bertcli or transformers' save_pretrained
+    (*ForPreTraining, *ForMaskedLM or a bare *Model) to start from instead of random weights. The shape
+    keys come from its config.json (a recipe key that contradicts it is an error; dropout may change,
+    max_position_embeddings may grow); its tokenizer is adopted, not trained (CLI: --init-from)."""
 
 
 # ------------------------------------------------------------------------------------------ train

@@ -42,7 +42,13 @@ def stage_key(recipe: Recipe, stage: str, inputs=None) -> str:
     the stages before it, and `inputs` (the fingerprint of the corpus files)."""
     order = list(STAGE_VERSIONS)
     versions = {s: STAGE_VERSIONS[s] for s in order[:order.index(stage) + 1]}
-    return recipe.section_hash(*STAGE_SECTIONS[stage], extra={"versions": versions, "inputs": inputs})
+    extra = {"versions": versions, "inputs": inputs}
+    if stage != "corpus" and recipe.model.init_from is not None:
+        # an adopted tokenizer (and the data built with it): keyed by the checkpoint's tokenizer files
+        from bertcli.model.init_from import tokenizer_fingerprint
+
+        extra["adopted"] = tokenizer_fingerprint(Path(recipe.model.init_from))
+    return recipe.section_hash(*STAGE_SECTIONS[stage], extra=extra)
 
 
 def stage_dir(recipe: Recipe, stage: str, inputs) -> Path:

@@ -18,6 +18,7 @@ from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stag
 from bertcli.core import console
 from bertcli.core.fs import building
 from bertcli.corpus.build import build_corpus, corpus_fingerprint, corpus_info, corpus_summary_rows
+from bertcli.tokenization.adopt import run_adopt
 from bertcli.tokenization.alphabet import UnkCauses, unk_warning
 from bertcli.tokenization.load import SPECIAL_TOKENS
 from bertcli.tokenization.train import write_json, hf_class, measure_unk_rate, train_tokenizer, write_hf_files
@@ -34,6 +35,8 @@ def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
     """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
     rebuilds both."""
     path = tokenizer_dir(recipe)
+    if recipe.model.init_from is not None:   # continued pretraining: the checkpoint's tokenizer
+        return run_adopt(recipe, path, force)
     with stage_guard(path, "tokenizer"):
         if is_complete(path) and not force:
             return _reused(path)

@@ -60,6 +60,8 @@ class TrainInputs:
     # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
     phases: list[Phase] | None = None
     open_phase: Callable | None = None
+    # Continued pretraining: the step-0 validation of the loaded weights, written first to a new metrics.jsonl.
+    first_record: dict | None = None
 
 
 @dataclass
@@ -385,6 +387,8 @@ class Trainer:
         resume_step = self.step if self.inp.resume is not None else None
         metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=resume_step, enabled=d.main)
         tb = TensorBoard(run_dir / "tensorboard", enabled=cfg.tensorboard and d.main, resume_step=resume_step)
+        if resume_step is None and self.inp.first_record:
+            metrics.write(self.inp.first_record)
         pair_name = self.r.data.objective if self.pair else None
         result = TrainResult(step=self.step, tokens=self.tokens, seconds=0.0)
         start = time.monotonic()

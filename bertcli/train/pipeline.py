@@ -28,7 +28,7 @@ from bertcli.core.errors import UserError
 from bertcli.core.machine import advise_threads
 from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.train import checkpoint as ckpt_io
-from bertcli.train import distributed, memory, provenance
+from bertcli.train import continued, distributed, memory, provenance
 from bertcli.train.metrics import read_metrics
 from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
 from bertcli.train.phases import stage_name
@@ -41,6 +41,8 @@ from bertcli.data.dataset import load_data, PretrainDataset
 from bertcli.model import build_model, parameter_counts, save_checkpoint
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import PhaseData, Trainer, TrainInputs
+from bertcli.model.init_from import init_model
+from bertcli.tokenization.extend import load_extension
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
 # Sections whose change makes another run (train keys listed below may change on --resume).
@@ -64,6 +66,7 @@ class PretrainResult:
     train_seconds: float = 0.0                      # training time (a budgeted run's clock)
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
     phases: list = field(default_factory=list)      # bertcli.config.phases.Phase of a multi-phase run
+    init: Any = None                                # continued pretraining: bertcli.train.continued.InitReport
 
 
 # ----------------------------------------------------------------------- recipe comparison
@@ -260,7 +263,12 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
 
     memory.check_model_fits(parameter_counts(recipe.model, tok.vocab_size)["total"], d.device)  # before allocating it
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
-    model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
+    init_notes: list = []
+    if recipe.model.init_from is not None:      # continued pretraining (bertcli/model/init_from.py)
+        init_record = continued.check_source(recipe, run_dir, resuming=ck is not None)
+        model, init_notes = init_model(recipe, tok, load_extension(tok_result.path))
+    else:
+        model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
     if d.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         recipe.save(run_dir)
@@ -289,6 +297,10 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
     else:
         trainer = Trainer(inputs)
+        if recipe.model.init_from is not None:
+            inputs.first_record = continued.start_figures(trainer, init_record, run_dir, resuming=ck is not None,
+                                                          main=d.main)
+            result.init = continued.InitReport(init_notes, init_record)
         console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
                     f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {trainer.batch_size} = "
                     f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
@@ -299,8 +311,11 @@ def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist
         result.stage_seconds += out.stage_seconds
     result.seconds = time.monotonic() - t0
     if d.main:
-        console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}",
-                        pretrain_summary_rows(result, recipe))
+        rows = pretrain_summary_rows(result, recipe)
+        if recipe.model.init_from is not None:
+            rows[1:1] = continued.summary_rows(result.init, run_dir, result.last_val, init_notes,
+                                               result.stages[0].summary)
+        console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}", rows)
     return result
 
 

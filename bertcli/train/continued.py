@@ -1,0 +1,80 @@
+"""The run-side of continued pretraining (`model.init_from`): what the checkpoint was, its
+step-0 figures, and the refusal to resume over a replaced one.
+
+    <run>/init_from.json   {"path", "sha256" (config.json + weights), "step0": validation record}
+
+The step-0 record is the trainer's own validation (the same fixed rows, masks and loss as every
+later `val_*` record) of the loaded weights, so "start -> end" compares like with like; it is also
+the first line of metrics.jsonl (step 0).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.model.init_from import weights_sha256
+from bertcli.core.fs import write_text_atomic
+
+FILE = "init_from.json"
+
+
+@dataclass
+class InitReport:
+    notes: list = field(default_factory=list)       # how the weights were made (heads, positions, vocabulary)
+    record: dict = field(default_factory=dict)      # path, sha256, step0
+
+
+def _read(run_dir: Path) -> Optional[dict]:
+    try:
+        return json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def check_source(recipe, run_dir: Path, resuming: bool) -> dict:
+    """The checkpoint's fingerprint; when resuming, a UserError if it is not the one the run
+    started from (the same path holding other weights: `--resume` continues one run)."""
+    path = Path(recipe.model.init_from)
+    sha = weights_sha256(path)
+    saved = _read(run_dir) if resuming else None
+    if saved is not None and saved.get("sha256") not in (None, sha):
+        raise UserError(f"model.init_from {path} holds other weights than the run started from "
+                        f"(sha256 {saved['sha256'][:16]}..., now {sha[:16]}...)", where=str(Path(run_dir) / FILE),
+                        fix="restore the original checkpoint to resume, or start a new run (--force or another "
+                            "output_dir)")
+    return {"path": str(path), "sha256": sha, **({"step0": saved["step0"]} if saved and "step0" in saved else {})}
+
+
+def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bool) -> Optional[dict]:
+    """A new run: validate the loaded weights (step 0), log it, keep it in init_from.json, and
+    return the metrics.jsonl record. A resumed run: None (its metrics.jsonl has it)."""
+    if resuming:
+        return None
+    val = trainer.validate()
+    record["step0"] = val
+    if val:
+        console.log(f"step 0, the weights of {record['path']}: val MLM loss {val['val_mlm_loss']:.4f}, "
+                    f"MLM acc {val['val_mlm_acc']:.4f}")
+    if main:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        write_text_atomic(Path(run_dir) / FILE, json.dumps(record, indent=2) + "\n")
+    return {"step": 0, **val} if val else None
+
+
+def summary_rows(init: Optional[InitReport], run_dir: Path, last_val: dict, notes: list,
+                 tokenizer_rows: list = ()) -> list[tuple[str, object]]:
+    """The start -> end rows of `pretrain`'s summary (with the adopt stage's vocabulary rows)."""
+    record = (init.record if init is not None else None) or _read(run_dir) or {}
+    rows: list[tuple[str, object]] = [("init_from", record.get("path", "-"))]
+    rows += [("init", note) for note in notes[1:]]
+    rows += [(k, v) for k, v in tokenizer_rows if k in ("tokens added", "tokens per word")]
+    start = record.get("step0") or {}
+    if start and last_val:
+        rows.append(("val MLM loss (step 0 -> end)", f"{start['val_mlm_loss']:.4f} -> {last_val['val_mlm_loss']:.4f}"))
+        rows.append(("val MLM acc (step 0 -> end)", f"{start['val_mlm_acc']:.4f} -> {last_val['val_mlm_acc']:.4f}"))
+    return rows

@@ -1,0 +1,159 @@
+"""`bertcli evaluate -c DIR --corpus F [--corpus G ...]`: MLM loss, MLM accuracy, pseudo-perplexity
+(and NSP / SOP accuracy where the rows and the checkpoint have that head) of any checkpoint on
+held-out text.
+
+Each corpus goes through the pipeline's own stages, as a continued-pretraining run would read it:
+corpus -> the checkpoint's tokenizer adopted (bertcli.tokenization.adopt) -> data built with static
+masks drawn from `seed` (one copy, every document, no validation split). The masks depend on the
+text, the tokenizer, the data settings and the seed only, never on the weights: checkpoints that
+share a tokenizer are scored on the same masked positions (and share the cached stages).
+
+    mlm_loss, mlm_acc      over every masked position of every row (sums / count)
+    pseudo_perplexity      Salazar et al. 2020: exp(-mean log p(token | the row with only that
+                           token masked)) over every real token of the first `pppl_rows` rows
+    pair_acc               NSP (bert) / SOP (albert) rows, when the checkpoint has the head
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.model.hf import read_config
+from bertcli.config.recipe import load_recipe
+from bertcli.data.build import ensure_data
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.load import load_tokenizer
+
+
+@dataclass
+class EvalSettings:
+    seed: int = 42
+    max_seq_length: int = 128
+    objective: Optional[str] = None          # None: the family's pair head (nsp / sop / none)
+    batch_size: int = 32
+    pppl_rows: int = 32
+    cache: Path = Path("runs/evaluate")
+
+
+def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings):
+    """The recipe whose stages turn `corpus` into masked rows for `checkpoint`'s tokenizer."""
+    c = read_config(checkpoint)
+    objective = s.objective or c.spec.pair_objective
+    length = min(s.max_seq_length, c.max_position_embeddings - c.position_offset)
+    sets = [f"output_dir={s.cache}", f"seed={s.seed}", f"model.init_from={_yaml_str(checkpoint)}",
+            f"corpus.sources=[{_yaml_str(corpus)}]", "corpus.validation_fraction=0.0",
+            f"data.objective={objective}", f"data.max_seq_length={length}", "data.masking=static",
+            "data.dupe_factor=1", f"data.max_predictions_per_seq={max(1, round(length * 0.15))}"]
+    return load_recipe(None, sets)
+
+
+def _yaml_str(p) -> str:
+    import json
+
+    return json.dumps(str(p))
+
+
+def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
+    import torch
+
+    from bertcli.data.collator import PretrainCollator
+    from bertcli.data.dataset import PretrainDataset, load_data
+    from bertcli.model.checkpoint import load_checkpoint
+    checkpoint = Path(checkpoint)
+    if not corpora:
+        raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
+    model, report = load_checkpoint(checkpoint, "pretraining")
+    pair_head = model.pair is not None and not any(n.startswith(_pair_name(model)) for n in report.fresh)
+    out = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}
+    for corpus in corpora:
+        if not Path(corpus).exists():
+            raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
+        recipe = eval_recipe(checkpoint, Path(corpus), s)
+        tok_stage = ensure_tokenizer(recipe)
+        data_stage = ensure_data(recipe)
+        tok = load_tokenizer(tok_stage.path)
+        rows = PretrainDataset(load_data(data_stage.path)["train"])
+        collate = PretrainCollator(tok, recipe.data, recipe.seed)
+        with torch.no_grad():
+            res = _score(model, rows, collate, s.batch_size, pair_head and recipe.data.objective != "none")
+            res["pseudo_perplexity"], res["pppl_tokens"] = _pseudo_perplexity(model, rows, tok, s.pppl_rows)
+        res.update(corpus=str(corpus), data=str(data_stage.path), tokenizer=str(tok_stage.path), objective=recipe.data.objective,
+                   max_seq_length=recipe.data.max_seq_length)
+        out["corpora"].append(res)
+        console.log(f"{corpus}: {res['rows']:,} rows, {res['masked']:,} masked tokens: MLM loss {res['mlm_loss']:.4f}, "
+                    f"acc {res['mlm_acc']:.4f}, pseudo-perplexity {res['pseudo_perplexity']:.2f}")
+    return out
+
+
+def _pair_name(model) -> str:
+    return model.config.spec.names.pair or "\0"
+
+
+def _score(model, rows, collate, batch_size: int, pair: bool) -> dict:
+    """MLM (and pair) sums over every row, in order."""
+    import torch
+    import torch.nn.functional as F
+
+    loss = correct = masked = pair_correct = seqs = 0.0
+    for start in range(0, len(rows), batch_size):
+        b = collate([rows[(0, i)] for i in range(start, min(len(rows), start + batch_size))])
+        o = model(b["input_ids"], b["attention_mask"], b["token_type_ids"], b["mlm_positions"])
+        logits = o.mlm_logits.float()                                              # [N, V]
+        loss += F.cross_entropy(logits.double(), b["mlm_labels"], reduction="sum").item()
+        correct += (logits.argmax(-1) == b["mlm_labels"]).sum().item()
+        masked += b["mlm_labels"].numel()
+        if pair and o.pair_logits is not None and "pair_labels" in b:
+            pair_correct += (o.pair_logits.argmax(-1) == b["pair_labels"]).sum().item()
+            seqs += b["input_ids"].shape[0]
+    if not masked:
+        raise UserError("the corpus gave no masked tokens to score", fix="give more held-out text")
+    return {"rows": len(rows), "masked": int(masked), "mlm_loss": loss / masked, "mlm_acc": correct / masked,
+            "pair_acc": pair_correct / seqs if seqs else None}
+
+
+def _pseudo_perplexity(model, rows, tok, n_rows: int) -> tuple[float, int]:
+    """Each real (non-special) token of the first n_rows rows masked alone: [n, T] copies of a
+    row, copy j with token j masked, scored at that position."""
+    import torch
+
+    total, count = 0.0, 0
+    for i in range(min(n_rows, len(rows))):
+        row = rows[(0, i)]
+        ids = torch.as_tensor(row["input_ids"], dtype=torch.long).clone()                    # [T]
+        if "masked_positions" in row:                                    # the stored replacements undone
+            ids[torch.as_tensor(row["masked_positions"], dtype=torch.long)] = torch.as_tensor(row["masked_ids"],
+                                                                                           dtype=torch.long)
+        types = torch.as_tensor(row.get("token_type_ids", [0] * len(ids)), dtype=torch.long)
+        real = [j for j, t in enumerate(ids.tolist()) if t not in tok.special_ids]
+        if not real:
+            continue
+        T, n = len(ids), len(real)
+        batch = ids.repeat(n, 1)                                                             # [n, T]
+        at = torch.tensor(real)
+        batch[torch.arange(n), at] = tok.mask_id
+        flat = torch.arange(n) * T + at                                                      # [n]
+        o = model(batch, torch.ones_like(batch), types.repeat(n, 1), flat)
+        logp = torch.log_softmax(o.mlm_logits.double(), -1)                                  # [n, V]
+        total += logp[torch.arange(n), ids[at]].sum().item()
+        count += n
+    return (math.exp(-total / count) if count else float("nan")), count
+
+
+def render(result: dict, as_json: bool = False) -> None:
+    if as_json:
+        import json
+
+        console.out.print(json.dumps(result, indent=2), markup=False)
+        return
+    rows = []
+    for r in result["corpora"]:
+        pair = "-" if r["pair_acc"] is None else f"{r['pair_acc']:.4f}"
+        rows.append((r["corpus"], f"{r['rows']:,}", f"{r['masked']:,}", f"{r['mlm_loss']:.4f}", f"{r['mlm_acc']:.4f}",
+                     f"{r['pseudo_perplexity']:.2f}", pair))
+    console.table([("corpus", "bold"), ("rows", ""), ("masked", ""), ("MLM loss", ""), ("MLM acc", ""),
+                   ("pseudo-ppl", ""), (f"{'pair'} acc", "")], rows)
