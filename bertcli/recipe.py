@@ -535,7 +535,7 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
     prefix = ""
     if section and section != "recipe":
         parts = section.split(".")
-        for i, part in enumerate(parts):
+        for part in parts:
             hints = typing.get_type_hints(cls)
             if part not in hints:
                 raise UserError(f"{section}: unknown section" + did_you_mean(part, hints, prefix=prefix),

@@ -123,7 +123,7 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     if args.compile:
         contenders["bertcli_compiled"] = (ours_step, torch.compile(ours, dynamic=True))
     times = {k: [] for k in contenders}
-    for k, (step, model) in contenders.items():  # warm-up (and compilation)
+    for step, model in contenders.values():  # warm-up (and compilation)
         timed(step, model, batches[:2], device, args.dtype)
     for _ in range(args.repeats):
         for k, (step, model) in contenders.items():

@@ -122,7 +122,7 @@ def test_whole_words_are_jieba_words_and_english_words(wordpiece):
     markers = words.start_marker_table(wordpiece, "wordpiece")
     enc = wordpiece.encode(MIXED, add_special_tokens=False)
     starts = words.word_starts(enc.ids, enc.word_ids, markers, MIXED, enc.offsets, segment)
-    spans, begin = [], None
+    spans, begin, end = [], None, 0
     for i, (a, b) in enumerate(enc.offsets):
         if starts[i]:
             if begin is not None:

@@ -33,7 +33,7 @@ def write_tasks(root: Path, seed: int = 0, n_sst: int = 480) -> Path:
     sst.mkdir(parents=True)
     for name, n in (("train", n_sst), ("dev", 120)):
         rows = [(_sentence(rng, lab), lab) for lab in (rng.randint(0, 1) for _ in range(n))]
-        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{l}\n" for s, l in rows))
+        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{lab}\n" for s, lab in rows))
     (sst / "test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\t{_sentence(rng, i % 2)}\n" for i in range(30)))
 
     head = "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2"
@@ -154,7 +154,7 @@ def test_transformers_roberta_directory(tmp_path):
     head = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     for name, n in (("train", 96), ("dev", 24)):
         rows = [(i % 2, _sentence(rng, i % 2), _sentence(rng, 1)) for i in range(n)]
-        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{l}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (l, a, b) in enumerate(rows)))
+        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (lab, a, b) in enumerate(rows)))
     out = tmp_path / "out"
     r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", tmp_path / "glue", "-o", out,
                 "--set", "finetune.tasks.mrpc.epochs=2", "--set", "finetune.learning_rate=1e-3",

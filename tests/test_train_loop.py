@@ -28,12 +28,12 @@ BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "trai
 
 
 
-def run(tmp_path, *overrides, dist=Dist(), resume=None, dropout=0.1, name="run", model_seed=0):
+def run(tmp_path, *overrides, dist=None, resume=None, dropout=0.1, name="run", model_seed=0):
     recipe = load_recipe(None, BASE + list(overrides))
     torch.manual_seed(model_seed)
     inputs = TrainInputs(recipe=recipe, model=TinyModel(dropout=dropout), train_dataset=RowDataset(37),
                          val_dataset=RowDataset(10, offset=1000), n_train=37, n_val=10, collate=collate,
-                         hf_save=_hf_save, run_dir=tmp_path / name, dist=dist, resume=resume)
+                         hf_save=_hf_save, run_dir=tmp_path / name, dist=dist or Dist(), resume=resume)
     trainer = Trainer(inputs)
     result = trainer.fit()
     return trainer, result, read_metrics(tmp_path / name / "metrics.jsonl")

@@ -175,7 +175,7 @@ class NpyWriter:
         self.rows += len(array)
 
     def close(self) -> None:
-        head = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (self.rows, self.width)
+        head = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({self.rows}, {self.width}), }}"
         head = head.ljust(NPY_HEADER - 10 - 1) + "\n"
         self.f.seek(0)
         self.f.write(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode("latin1"))

@@ -68,7 +68,6 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
     require_onnx()
     from bertcli.export import graph
     from bertcli.export.heads import detect_kind, exportable
-    from bertcli.model.checkpoint import copy_tokenizer
     from bertcli.model.hf import read_config, weight_files
     from bertcli.tokenizer import load_tokenizer
 
@@ -115,8 +114,8 @@ def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: i
 
 def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify) -> dict:
     from bertcli.export import graph
-    from bertcli.export.backend import OrtBackend, TorchBackend
-    from bertcli.export.verify import compare, verification_batches
+    from bertcli.export.backend import TorchBackend
+    from bertcli.export.verify import verification_batches
     from bertcli.model.checkpoint import copy_tokenizer
 
     copy_tokenizer(checkpoint, tmp)
