@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from bertcli.export.graph import DEFAULT_OPSET
+
 if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
     from bertcli.export.run import ExportResult
     from bertcli.recipe import Recipe
@@ -201,7 +203,7 @@ def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str,
     return run(Path(checkpoint), text, top_k=top_k)
 
 
-def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = 18, fp16: bool = False,
+def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
            quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
            force: bool = False) -> ExportResult:
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`

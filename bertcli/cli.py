@@ -15,6 +15,7 @@ import typer
 
 from bertcli import console
 from bertcli.errors import UserError
+from bertcli.export.graph import DEFAULT_OPSET
 
 app = typer.Typer(
     add_completion=False,
@@ -199,7 +200,7 @@ def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
     out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
     task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
-    opset: int = typer.Option(18, "--opset", help="ONNX opset (17 or later)."),
+    opset: int = typer.Option(DEFAULT_OPSET, "--opset", help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
     dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),

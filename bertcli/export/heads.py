@@ -23,8 +23,6 @@ from typing import Callable, Optional
 
 from bertcli.errors import UserError, did_you_mean
 
-DYNAMIC_AXES = ("batch", "sequence")
-
 
 @dataclass(frozen=True)
 class HeadKind:

@@ -23,6 +23,7 @@ from typing import Optional
 
 from bertcli import __version__, console
 from bertcli.errors import UserError
+from bertcli.export.graph import DEFAULT_OPSET
 
 
 VERIFY_MAX_TOKENS = 1024
@@ -60,7 +61,7 @@ def check_out_dir(out: Path, force: bool) -> None:
     check_output_dir(out, "the export bundle", "--out")
 
 
-def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
+def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
                quantize: Optional[str] = None, dev: Optional[Path] = None, verify: bool = True,
                force: bool = False) -> ExportResult:
     from bertcli.export.backend import require_onnx

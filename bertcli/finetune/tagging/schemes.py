@@ -22,7 +22,6 @@ from typing import Iterable, Sequence
 
 from bertcli.errors import UserError
 
-SCHEMES = ("iob1", "iob2", "bioes")
 PREFIXES = set("BIES")
 
 
