@@ -33,6 +33,7 @@ import json
 import random
 import re
 import shutil
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -116,7 +117,8 @@ class TrainState:
 def capture_rng() -> dict:
     """This process's RNG states as JSON-able data (base64 for the byte states)."""
     b64 = lambda t: base64.b64encode(t.numpy().tobytes()).decode()  # noqa: E731
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    # the global RandomState is MT19937, whose legacy state is this tuple (the stubs also allow a dict)
+    kind, keys, pos, has_gauss, cached = typing.cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     version, internal, gauss_next = random.getstate()
     return {
         "torch": b64(torch.get_rng_state()),

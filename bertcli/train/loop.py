@@ -16,7 +16,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,10 @@ from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_gr
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
 
+if TYPE_CHECKING:
+    from bertcli.model.heads import PreTrainingModel
+    from bertcli.recipe import Recipe
+
 # Interval sums kept per process between log steps (all-reduced when logged / checkpointed).
 SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "sequences", "tokens")
 
@@ -43,8 +47,8 @@ SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "seque
 class TrainInputs:
     """What the loop needs from the earlier stages (kept abstract so tests can pass stand-ins)."""
 
-    recipe: Any                      # bertcli.recipe.Recipe
-    model: torch.nn.Module           # PreTrainingModel on the CPU, initialized
+    recipe: Recipe
+    model: PreTrainingModel          # on the CPU, initialized
     train_dataset: Any               # torch Dataset, items (epoch, index) -> row
     val_dataset: Any | None
     n_train: int
@@ -94,9 +98,9 @@ class StopFlag:
     """SIGINT / SIGTERM ask the loop to save a checkpoint and stop after the current step; a
     second SIGINT stops at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signum: int | None = None
-        self._old = {}
+        self._old: dict = {}
 
     def __enter__(self):
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -123,6 +127,9 @@ def _ignore_stop_signals(_worker_id: int) -> None:
 
 
 class Trainer:
+    phase: Phase                     # the phase that runs the next update, and its data (_enter_phase)
+    data: PhaseData
+
     def __init__(self, inp: TrainInputs):
         self.inp, self.r, self.cfg, self.d = inp, inp.recipe, inp.recipe.train, inp.dist
         cfg, d = self.cfg, self.d
@@ -166,15 +173,14 @@ class Trainer:
             # Dropout differs between processes (each sees other data); init is already done.
             torch.manual_seed(inp.recipe.seed * 1009 + d.rank)
         self.rng_to_restore = rng
-        self.phase, self.data = None, None
         self._enter_phase(phase_of(self.phases, self.step + 1),
                           PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate,
                                     inp.inputs_sha256.get("data_sha256")))
         if inp.resume is not None:
-            self._check_resumed_phase(inp.resume.state)
+            self._check_resumed_phase(inp.resume)
         if self.budget is not None:
             self._set_budget_lr()
-        self.wrapped = self.model
+        self.wrapped: Any = self.model      # the model, its DDP wrapper or their compiled form
         if d.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -193,7 +199,8 @@ class Trainer:
 
         cfg, d = ph.recipe.train, self.d
         auto = cfg.micro_batch_size == "auto"
-        local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
+        local, requested, _ = split_batch(cfg.batch_size, d.world_size,
+                                          cfg.micro_batch_size if isinstance(cfg.micro_batch_size, int) else None)
         length = ph.recipe.data.max_seq_length
         available, source = memory.available_bytes(self.device)
         try:
@@ -456,9 +463,10 @@ class Trainer:
         self.batch_size = ph.recipe.train.batch_size
         _, self.micro, self.accum = self._micro_batch(ph)
 
-    def _check_resumed_phase(self, s) -> None:
+    def _check_resumed_phase(self, ckpt: ckpt_io.Checkpoint) -> None:
         """The checkpoint's phase must be the plan's phase of its step (max_steps may change on
         resume, and with it the phases given as fractions)."""
+        s = ckpt.state
         phase, start = state_value(s, "phase"), state_value(s, "phase_start")
         if phase is None or not self.phased:
             return
@@ -466,7 +474,7 @@ class Trainer:
         if (phase, start) != (done.index, done.start):
             raise UserError(f"the checkpoint is in phase {state_value(s, 'phase_name')!r} from step {start}, "
                             f"the recipe's phases put step {self.step:,} in {done.name!r} from step {done.start}",
-                            where=str(self.inp.resume.path),
+                            where=str(ckpt.path),
                             fix="restore train.max_steps (phases given as fractions move with it)")
 
     def _phase_loader(self, view, result: TrainResult) -> DataLoader:
@@ -477,6 +485,7 @@ class Trainer:
         if ph is not self.phase:
             t = self.clock()
             rng = ckpt_io.capture_rng()
+            assert self.inp.open_phase is not None, "a run with phases gets TrainInputs.open_phase"
             data = self.inp.open_phase(ph)
             ckpt_io.restore_rng(rng)
             spent = self.clock() - t
@@ -484,10 +493,10 @@ class Trainer:
             result.stage_seconds += spent
             self._enter_phase(ph, data)
         if self.phased:
-            t = ph.recipe.train
+            tc = ph.recipe.train
             view.message(f"{ph.name}: steps {ph.start + 1:,}-{ph.end:,}, max_seq_length {ph.recipe.data.max_seq_length}, "
-                         f"batch {t.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
-                         f"peak lr {t.learning_rate:g}")
+                         f"batch {tc.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
+                         f"peak lr {tc.learning_rate:g}")
         return self._train_loader()
 
     def _tick(self) -> None:
@@ -531,10 +540,11 @@ def _summarize(s: dict, pair: bool, prefix: str = "") -> dict:
     """Mean losses and accuracies from interval sums (nan when the interval had no step)."""
     nan = float("nan")
     mlm_loss = s["mlm_loss"] / s["masked"] if s["masked"] else nan
-    rec = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": s["mlm_correct"] / s["masked"] if s["masked"] else nan,
-           "pair_loss": None, "pair_acc": None}
+    rec: dict[str, float | None] = {"loss": mlm_loss, "mlm_loss": mlm_loss,
+                                    "mlm_acc": s["mlm_correct"] / s["masked"] if s["masked"] else nan,
+                                    "pair_loss": None, "pair_acc": None}
     if pair:
-        rec["pair_loss"] = s["pair_loss"] / s["sequences"] if s["sequences"] else nan
+        rec["pair_loss"] = pair_loss = s["pair_loss"] / s["sequences"] if s["sequences"] else nan
         rec["pair_acc"] = s["pair_correct"] / s["sequences"] if s["sequences"] else nan
-        rec["loss"] = mlm_loss + rec["pair_loss"]
+        rec["loss"] = mlm_loss + pair_loss
     return {prefix + k: v for k, v in rec.items()}

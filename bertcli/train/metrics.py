@@ -16,9 +16,13 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.progress import ProgressColumn
+from rich.progress import ProgressColumn, TaskID
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from bertcli import console
 from bertcli.paths import saving
@@ -66,7 +70,7 @@ def to_json_line(record: dict) -> str:
 def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
     """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step.
     Keys listed in a record's "nonfinite" read back as nan (the file holds null there)."""
-    records = []
+    records: list[dict] = []
     if not Path(path).is_file():
         return records
     for line in Path(path).read_text(encoding="utf-8").splitlines():
@@ -175,8 +179,8 @@ class LiveView:
         self.first_log_step = first_log_step
         self.rich_console = rich_console           # tests render into their own console
         self.start = time.monotonic()
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID = TaskID(0)        # the bar's, once it shows
 
     def __enter__(self) -> "LiveView":
         if self.enabled and (self.rich_console is not None or console.interactive()):

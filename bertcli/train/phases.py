@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 from bertcli.errors import UserError
 
+if typing.TYPE_CHECKING:
+    from bertcli.recipe import Recipe
+
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 # Phase keys that give the phase a schedule of its own.
@@ -87,7 +90,7 @@ class Phase:
     name: str                  # "" for a run without train.phases
     start: int                 # steps taken before this phase
     end: int                   # the step count at its end
-    recipe: typing.Any         # bertcli.recipe.Recipe as this phase sees it (train.phases emptied)
+    recipe: Recipe             # as this phase sees it (train.phases emptied)
     own_schedule: bool
 
     @property

@@ -81,7 +81,8 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 def differences(old: Recipe, new: Recipe, sections=RUN_SECTIONS) -> list[tuple[str, Any, Any]]:
     """(key, old value, new value) for every run-defining key that differs."""
-    a, b = {}, {}
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
     for s in sections:
         a.update(flatten(getattr(old, s), f"{s}.") if s != "seed" else {"seed": old.seed})
         b.update(flatten(getattr(new, s), f"{s}.") if s != "seed" else {"seed": new.seed})
