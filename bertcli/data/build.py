@@ -281,7 +281,7 @@ def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000
 def data_summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     pair = {"nsp": "random B", "sop": "swapped"}.get(info["objective"])
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
         ("instances", f"{t['instances']:,} train ({t['copies']} cop{'y' if t['copies'] == 1 else 'ies'}) / "
                       f"{v['instances']:,} validation"),

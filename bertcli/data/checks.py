@@ -27,6 +27,7 @@ def check_tokenizer(recipe: Recipe, tok) -> None:
     if tok.kind != t.kind:
         raise UserError(f"the tokenizer in {tok.path} is {tok.kind}, the recipe asks for tokenizer.kind {t.kind}",
                         where=where, fix="rebuild it with `bertcli tokenize --recipe R --force`")
+    assert t.special_tokens is not None, "recipe resolution names the special tokens"
     want = SPECIAL_TOKENS[t.special_tokens]
     have = {role: tok.tokens.get(role) for role in want}
     if have != want:

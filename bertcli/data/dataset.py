@@ -60,7 +60,7 @@ class PretrainDataset(torch.utils.data.Dataset):
     """Rows of one split. `ds[(epoch, index)]` (or `ds[index]`, epoch 0) -> dict of the split's
     columns (numpy arrays; pair_label an int) plus "epoch" and "index"."""
 
-    def __init__(self, split):
+    def __init__(self, split) -> None:
         self.split = split
         self.columns = [c for c in COLUMNS if c in split.column_names]
         self._cols: Optional[dict] = None

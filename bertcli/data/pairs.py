@@ -143,9 +143,10 @@ def sop_instances(doc: TokenDoc, max_seq_length: int, short_seq_prob: float, rng
         if n >= 2:
             cut = int(b[first + int(rng.integers(1, n))])
         else:
-            cut = _cut_inside(doc, int(b[first]), int(b[last]), rng)
-            if cut is None:
+            inside = _cut_inside(doc, int(b[first]), int(b[last]), rng)
+            if inside is None:
                 continue
+            cut = inside
         a, bseg = (doc, int(b[first]), cut), (doc, cut, int(b[last]))
         label = int(rng.random() < 0.5)
         if label:
@@ -228,7 +229,8 @@ def pack_plan(docs: Iterable[np.ndarray], budget: int, cross_documents: bool) ->
 def packed_row(plan_row, get_doc: Callable[[int], TokenDoc], cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
     """<s> tokens (</s> between documents) </s>: (input_ids int32, word_starts int8)."""
     d0, t0, d1, t1 = (int(x) for x in plan_row)
-    ids_parts, start_parts = [[cls_id]], [[1]]
+    ids_parts: list = [[cls_id]]            # lists and int arrays, concatenated below
+    start_parts: list = [[1]]
     for d in range(d0, d1 + 1):
         doc = get_doc(d)
         a = t0 if d == d0 else 0

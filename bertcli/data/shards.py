@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from bertcli.data import pairs, words
 from bertcli.data.masking import MaskSpec, replace, select
 from bertcli.data.rng import PACKED, PAIRS, KeyedRng
 from bertcli.data.store import DocStore, TokenWriter
+
+if TYPE_CHECKING:
+    from bertcli.sections import DataConfig
 
 SPLIT_IDS = {"train": 0, "validation": 1}
 
@@ -33,7 +36,7 @@ class Context:
     corpus_path: str
     tokenizer_path: str
     kind: str
-    cfg: object  # DataConfig
+    cfg: DataConfig
     seed: int
     cls_id: int
     sep_id: int
@@ -54,6 +57,11 @@ def init_worker(ctx: Optional[Context]) -> None:
     _CACHE.clear()
 
 
+def _context() -> Context:
+    assert _CTX is not None, "init_worker gives each process its context first"
+    return _CTX
+
+
 def _cached(key, make):
     if key not in _CACHE:
         _CACHE[key] = make()
@@ -65,7 +73,7 @@ def tokenize_shard(task: tuple) -> dict:
     """(split, lo, hi, prefix) -> counts. Documents whose sentences all tokenize to nothing
     are dropped (the store only holds documents with at least one token)."""
     split, lo, hi, prefix = task
-    ctx = _CTX
+    ctx = _context()
     tok, specials, unk = _cached("tok", lambda: _load_tokenizer(ctx.tokenizer_path))
     markers = _cached("markers", lambda: words.start_marker_table(tok, ctx.kind))
     segment = _cached("segment", lambda: words.load_segmenter(ctx.cfg.word_segmenter))
@@ -223,7 +231,8 @@ def _emit(writer: RowWriter, ids, types, starts, label, rng, ctx: Context) -> No
 def pairs_shard(task: tuple) -> dict:
     """(split, lo, hi, copies, store prefixes, random-B store prefixes, out path) -> counts."""
     split, lo, hi, copies, prefixes, pool_prefixes, out = task
-    ctx, cfg = _CTX, _CTX.cfg
+    ctx = _context()
+    cfg = ctx.cfg
     store = _cached(("store", tuple(prefixes)), lambda: DocStore(prefixes))
     pool = store if pool_prefixes == prefixes else _cached(("store", tuple(pool_prefixes)),
                                                            lambda: DocStore(pool_prefixes))
@@ -258,7 +267,7 @@ def _random_doc(pool: DocStore, exclude: int):
 def packed_shard(task: tuple) -> dict:
     """(split, lo, hi, copies, store prefixes, plan path, out path) -> counts."""
     split, lo, hi, copies, prefixes, plan_path, out = task
-    ctx = _CTX
+    ctx = _context()
     store = _cached(("store", tuple(prefixes)), lambda: DocStore(prefixes))
     plan = np.load(plan_path, mmap_mode="r")
     writer = RowWriter(out, _schema(ctx), ctx.spec)
