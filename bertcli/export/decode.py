@@ -11,12 +11,17 @@ decoder next to its HeadKind.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from bertcli.errors import UserError
 from bertcli.export.inputs import field
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from bertcli.tokenizer import TokenizerInfo
 
 TEXT = ("text", "sentence", "text_a", "sentence1", "question1", "premise")
 PAIR = ("text_pair", "text_b", "sentence2", "question2", "hypothesis")
@@ -26,8 +31,8 @@ PAIR = ("text_pair", "text_b", "sentence2", "question2", "hypothesis")
 class Context:
     """What every decoder may need: the tokenizer (truncating to `max_length`), its ids, the labels."""
 
-    tokenizer: object          # tokenizers.Tokenizer, truncation set to max_length
-    info: object               # bertcli.tokenizer.TokenizerInfo
+    tokenizer: Tokenizer       # truncation set to max_length
+    info: TokenizerInfo
     labels: tuple[str, ...] | None
     max_length: int
     options: dict

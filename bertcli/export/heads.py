@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from bertcli.errors import UserError, did_you_mean
 
@@ -90,7 +90,7 @@ def _load_encoder(directory: Path):
     from bertcli.model.checkpoint import load_checkpoint
 
     model, report = load_checkpoint(directory, head=checkpoint_head(directory))
-    encoder = model.encoder
+    encoder: Any = model.encoder              # an Encoder; `pooled` and `config` are added for the export
     encoder.pooled = encoder.pooler is not None and not any("pooler" in n for n in report.fresh)
     encoder.config = model.config
     return encoder

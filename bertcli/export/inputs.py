@@ -65,7 +65,7 @@ def read_records(path: Path) -> Iterator[tuple[str, dict]]:
         csv.field_size_limit(cfg.max_line_bytes)
         reader = csv.reader((line + "\n" for _, line in read_lines(path, cfg, stats, what="row")), delimiter=delimiter)
         try:
-            header = next(reader, None)
+            header = next(reader, [])
             for row in reader:
                 if row:
                     yield f"{path}:{reader.line_num}", dict(zip(header, row))

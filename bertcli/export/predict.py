@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -27,14 +27,17 @@ from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.decode import Context, make_decoder
 from bertcli.export.heads import read_json
 
+if TYPE_CHECKING:
+    from bertcli.tokenizer import TokenizerInfo
+
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass
 class Predictor:
     task: str
-    backend: object                       # TorchBackend | OrtBackend
-    info: object                          # TokenizerInfo
+    backend: TorchBackend | OrtBackend
+    info: TokenizerInfo
     labels: Optional[tuple[str, ...]]
     max_length: int
     directory: Path
@@ -122,7 +125,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
                             where=str(directory), fix="name it with --task (classification, fill-mask, features, ...)")
         kind = detect_kind(directory, found)
         tok = load_tokenizer(directory)
-        backend = OrtBackend(onnx_file, threads=threads)
+        backend: OrtBackend | TorchBackend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
         limit = int(export_info.get("max_sequence_length") or longest(config))
     else:
@@ -186,7 +189,7 @@ def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task:
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
     total = count_records(input_file)
     n = 0
-    tmp = None
+    tmp: Path | None = None
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -196,7 +199,7 @@ def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task:
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
             for n, pred in enumerate(p.predict(read_records(input_file), bar=bar), 1):
                 sink.write(json.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
-        if tmp is not None:
+        if tmp is not None and out is not None:
             sink.close()
             os.replace(tmp, out)
     finally:
