@@ -31,7 +31,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from bertcli import console
 from bertcli.corpus_readers import ReadStats, Resolved, read_source, resolve
@@ -39,6 +39,9 @@ from bertcli.errors import UserError
 from bertcli.recipe import Recipe
 from bertcli.sections import CorpusConfig
 from bertcli.stages import STAGE_VERSIONS, StageResult, building, is_complete, stage_dir, stage_guard
+
+if TYPE_CHECKING:
+    import datasets
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
 CORPUS_VERSION = STAGE_VERSIONS["corpus"]
@@ -221,7 +224,7 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
         return StageResult("corpus", path, False, corpus_summary_rows(info))
 
 
-def load_corpus(recipe: Recipe) -> "datasets.DatasetDict":  # noqa: F821
+def load_corpus(recipe: Recipe) -> datasets.DatasetDict:
     """The corpus as a DatasetDict (train, validation), built first when missing."""
     import datasets
 
@@ -234,7 +237,7 @@ def corpus_info(path: Path) -> dict:
 
 def corpus_summary_rows(info: dict) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
-    rows = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
+    rows: list[tuple[str, object]] = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
             ("sentences", f"{t['sentences']:,} train / {v['sentences']:,} validation"),
             ("characters", f"{t['characters']:,} train / {v['characters']:,} validation")]
     bad = info["encoding"]

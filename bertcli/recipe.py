@@ -140,7 +140,9 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     """Load a recipe (path or shipped name; None = all defaults), apply `--set` overrides,
     check every key and type, fill family defaults and validate cross-field rules."""
     if spec is None:
-        raw, where, lines = {}, "<defaults>", {}
+        raw: dict = {}
+        lines: dict = {}
+        where = "<defaults>"
     else:
         text, where = find_recipe(spec)
         raw, lines = parse_yaml(text, where)
@@ -163,7 +165,7 @@ def check_purpose(recipe: Recipe, command: str) -> None:
     train a 30k tokenizer from defaults, and `finetune -r bert-tiny` would fine-tune with
     defaults nobody chose. A recipe file that sets both kinds of section (e.g. a run's saved
     recipe.yaml) suits both; so does no recipe at all."""
-    given = getattr(recipe, "given_sections", frozenset())
+    given: frozenset = getattr(recipe, "given_sections", frozenset())
     if not given:
         return
     pretraining = any(s in given for s in PRETRAIN_SECTIONS)

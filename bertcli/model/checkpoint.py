@@ -206,7 +206,8 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
     model: Model = classes[head](c)
     params = model.state_dict()
-    tensors, used = {}, set()
+    tensors: dict = {}
+    used: set[str] = set()
     for ours, copies in wmap.items():
         found = _gather(state, copies)
         if found is None and ours == "mlm.bias" and decoder_keys(c.spec)[1] in state:

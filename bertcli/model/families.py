@@ -280,6 +280,10 @@ MODERNBERT = FamilySpec(
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
+# The names as a type, for the recipe sections (a type checker cannot read them from FAMILIES).
+FamilyName = Literal["bert", "roberta", "albert", "modernbert"]
+if typing.get_args(FamilyName) != FAMILY_NAMES:
+    raise ImportError(f"FamilyName lists {typing.get_args(FamilyName)}, FAMILIES has {FAMILY_NAMES}: make them agree")
 
 
 def family_spec(name: str) -> FamilySpec:

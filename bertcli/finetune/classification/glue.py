@@ -141,7 +141,7 @@ def task_overrides(cfg) -> dict:
     spell the same task (`rte` in the recipe, `RTE` from --set) merge, later values winning."""
     import dataclasses
 
-    out = {}
+    out: dict = {}
     for key, override in (cfg.tasks or {}).items():
         norm = normalize(key)
         if norm not in TASKS:

@@ -46,7 +46,8 @@ _WORDISH = re.compile(r"\w+|[^\w\s]")
 
 def mixed_segmentation(s: str, remove_punct: bool = True) -> list[str]:
     """CMRC 2018's segments: each Chinese character alone, other runs split into words and marks."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[str] = []
     for ch in s.lower().strip():
         if remove_punct and ch in _CMRC_PUNCT:
             continue
@@ -151,6 +152,7 @@ def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float]
     answer" to their prediction one by one; returns (best score %, the no-answer score at it)."""
     current = best = sum(1 for q in scores if not has_ans[q])
     best_thresh = 0.0
+    diff: float
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
         if qid not in scores:
             continue

@@ -167,7 +167,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 
     def summary_rows(self, results: dict) -> list[tuple[str, object]]:
         m = results["dev"]["dev"]
-        rows = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
+        rows: list[tuple[str, object]] = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
         if self.version == 2:
             rows += [(k.replace("_", " "), f"{100 * m[k]:.2f}") for k in ("HasAns_f1", "NoAns_f1") if k in m]
             rows += [("best F1 / threshold", f"{100 * m['best_f1']:.2f} / {m['best_f1_thresh']:.3f}"),

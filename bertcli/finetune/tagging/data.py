@@ -48,7 +48,9 @@ class TagSplit:
 
 def read_conll(path: Path, name: str, tag_column: int = -1) -> TagSplit:
     tokens, tags, lines = [], [], []
-    words, labels, start, width = [], [], 0, None
+    words: list[str] = []
+    labels: list[str] = []
+    start, width = 0, None
 
     def flush():
         if words:
