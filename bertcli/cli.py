@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Literal, Optional, cast
 
 import typer
 
 from bertcli import console
 from bertcli.errors import UserError
 from bertcli.export.graph import DEFAULT_OPSET
+
+if TYPE_CHECKING:
+    from bertcli.api import Command
 
 app = typer.Typer(
     add_completion=False,
@@ -52,7 +55,7 @@ SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: sectio
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
+def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[Command] = "pretrain",
             writes: bool = False):
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
@@ -210,7 +213,9 @@ def export_cmd(
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
 
-    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=quantize, dev=dev,
+    # run_export refuses any --quantize but int8 with a UserError
+    mode = cast(Optional[Literal["int8"]], quantize)
+    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=mode, dev=dev,
                         verify=verify, force=force)
     if not result.passed:
         raise typer.Exit(code=1)

@@ -175,6 +175,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
             if is_best:
                 best = FitResult(epoch, score, dev)
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    assert best is not None and best_state is not None, "at least one epoch ran"
     model.load_state_dict(best_state)
     best.history, best.steps = history, step
     return best

@@ -12,6 +12,7 @@ Layouts follow transformers so checkpoints load both ways:
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -62,7 +63,8 @@ class MLMHead(PredictionHead):
         super().__init__(c, c.embedding_size)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
-    def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
+    # The tied decoder weight is an argument: a narrower signature than PredictionHead's, on purpose.
+    def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # type: ignore[override]  # [..., H], [V, E] -> [..., V]
         return F.linear(super().forward(h), decoder, self.bias)
 
 
@@ -88,7 +90,7 @@ class PreTrainingModel(nn.Module):
         if mlm_positions is not None and self.sparse_last_layer:
             keep = mlm_positions
             if self.pair is not None:
-                keep = torch.cat([keep, first_positions(*input_ids.shape, input_ids.device)])
+                keep = torch.cat([keep, first_positions(input_ids.shape[0], input_ids.shape[1], input_ids.device)])
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         # Sparse prediction: the vocabulary-sized decoder runs only at the masked positions.
         decoder = self.encoder.embeddings.word.weight
@@ -128,14 +130,14 @@ class SequenceClassifier(nn.Module):
 
     @property
     def num_labels(self) -> int:
-        return len(self.config.labels)
+        return self.classifier.out_features              # len(config.labels)
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None) -> Tensor:
         mean = self.transform is not None and self.config.classifier_pooling == "mean"
         keep = None
         if self.sparse_last_layer and not mean:
-            keep = first_positions(*input_ids.shape, input_ids.device)
+            keep = first_positions(input_ids.shape[0], input_ids.shape[1], input_ids.device)
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         if self.transform is not None:
             x = self.transform(mean_of_real(out, attention_mask) if mean else out.first())  # [B, H]
@@ -162,7 +164,7 @@ def init_weights(model: nn.Module) -> None:
     init "scaled" (ModernBERT) draw from a normal truncated at 2 std, with std / sqrt(2L) for
     the projections that write into the residual stream (and the MLM / classifier transform),
     and H^-0.5 for fine-tuning classifiers."""
-    c = model.config
+    c = typing.cast(EncoderConfig, model.config)   # every bertcli model carries its EncoderConfig
     std = c.initializer_range
     if c.spec.init == "scaled":
         return _scaled_init(model, std, c)

@@ -31,7 +31,8 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> Weigh
     def add(ours: str, *theirs: str) -> None:
         m.setdefault(ours, []).append(tuple(theirs))
 
-    def linear(ours: str, theirs: str, bias: bool = spec.biases) -> None:
+    def linear(ours: str, theirs: Optional[str], bias: bool = spec.biases) -> None:
+        assert theirs is not None, f"{spec.name} names no transformers tensor for {ours}"
         for kind in ("weight", "bias") if bias else ("weight",):
             add(f"{ours}.{kind}", f"{theirs}.{kind}")
 

@@ -44,7 +44,7 @@ class TokenClassifier(nn.Module):
 
     @property
     def num_labels(self) -> int:
-        return len(self.config.labels)
+        return self.classifier.out_features              # len(config.labels)
 
     def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
                 token_type_ids: Optional[Tensor] = None, positions: Optional[Tensor] = None) -> Tensor:
