@@ -129,7 +129,7 @@ def saving(path: Path | str, what: str, needed: Optional[int] = None) -> Iterato
         if e.errno in SPACE_ERRORS:
             raise _space_error(Path(path), what, SPACE_ERRORS[e.errno], needed) from e
         if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise UserError(f"cannot write {what}: {e.strerror.lower()}", where=str(e.filename or path),
+            raise UserError(f"cannot write {what}: {(e.strerror or str(e)).lower()}", where=str(e.filename or path),
                             fix="make the directory writable or choose another output_dir") from e
         raise
     except Exception as e:  # safetensors' writer reports a full disk as a SafetensorError's text

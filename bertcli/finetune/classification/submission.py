@@ -27,6 +27,7 @@ def prediction_strings(task: LabelSpec | TaskSpec, predictions: np.ndarray) -> l
         if task.score_range is not None:
             values = np.clip(values, *task.score_range)
         return [f"{v:.3f}" for v in values]
+    assert task.labels is not None, "a classification task names its labels"
     return [task.labels[int(i)] for i in predictions]
 
 

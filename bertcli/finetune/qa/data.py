@@ -299,12 +299,12 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
             train.version = dev.version = version
             return SquadData("json", source, train, dev, version)
         splits = _splits_of(folder, layout)
-    train = _from_rows(_pick(splits, ("train",), source), "train", bad_answers)
-    dev = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
-    for b in (train, dev):
+    train_rows = _from_rows(_pick(splits, ("train",), source), "train", bad_answers)
+    dev_rows = _from_rows(_pick(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
+    for b in (train_rows, dev_rows):
         _check_version(b.split.source, version, b.impossible > 0, b.impossible)
-    train.split.version = dev.split.version = version
-    return SquadData(layout, source, train.split, dev.split, version)
+    train_rows.split.version = dev_rows.split.version = version
+    return SquadData(layout, source, train_rows.split, dev_rows.split, version)
 
 
 def _check_version(source: str, version: int, is_v2: bool, impossible: int) -> None:

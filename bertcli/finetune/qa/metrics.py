@@ -150,8 +150,8 @@ def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float]
                      na_probs: Mapping[str, float], has_ans: Mapping[str, bool]) -> tuple[float, float]:
     """The v2.0 script's search: questions in rising no-answer score are switched from "no
     answer" to their prediction one by one; returns (best score %, the no-answer score at it)."""
-    current = best = sum(1 for q in scores if not has_ans[q])
-    best_thresh = 0.0
+    current: float = sum(1 for q in scores if not has_ans[q])
+    best, best_thresh = current, 0.0
     diff: float
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
         if qid not in scores:

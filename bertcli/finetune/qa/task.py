@@ -76,6 +76,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
                         "cover the whole tokens")
         per_feature = {"ctx_start": f.ctx_start.astype(np.int64), "doc_len": f.doc_len.astype(np.int64)}
         if is_train:
+            assert f.labels is not None, "training features carry their labels"
             per_feature["start_positions"] = f.labels[:, 0]
             per_feature["end_positions"] = f.labels[:, 1]
         return Features(f.ids, f.types, f.offsets, f.example.astype(np.int64),
