@@ -165,7 +165,8 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
                      hub=hub, version=version, out=_path(out))
 
 
-_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
+_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner,
+                                             "squad": finetune_squad}
 
 
 def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:

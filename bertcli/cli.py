@@ -102,7 +102,8 @@ def recipe_description(text: str) -> str:
 
 
 @app.command()
-def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
+def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, "
+                                                    "corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
     from bertcli.recipe import explain as rows_of
 
@@ -140,7 +141,8 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
 
 @app.command("build-data")
 def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt,
-               all_phases: bool = typer.Option(False, "--all-phases", help="A multi-phase recipe: build every phase's data, not only the first phase's.")) -> None:
+               all_phases: bool = typer.Option(False, "--all-phases", help="A multi-phase recipe: build every phase's "
+                                                                           "data, not only the first phase's.")) -> None:
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
     when the run reaches them, or now with --all-phases."""
@@ -154,7 +156,8 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
 def pretrain(
     recipe: str = RecipeOpt,
     set_: Optional[List[str]] = SetOpt,
-    resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a "
+                                                                "checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
@@ -183,11 +186,15 @@ def fill_mask(
 
 @finetune_app.command("glue")
 def finetune_glue(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), several "
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers "
+                                                                    "BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE "
+                                                       "spellings such as SST-2 work), several "
                             "separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout "
+                                                                           "or a `datasets` save_to_disk / parquet directory."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. "
+                                                          "nyu-mll/glue); needs the network."),
     recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
@@ -201,13 +208,17 @@ def finetune_glue(
 @app.command("export")
 def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, "
+                                                      "export_info.json)."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: "
+                                                                  "from config.json's architectures)."),
     opset: int = typer.Option(DEFAULT_OPSET, "--opset", help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
-    dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric "
+                                                           "before and after --quantize."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs "
+                                                                   "(on by default)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing bundle in --out."),
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
@@ -223,15 +234,18 @@ def export_cmd(
 
 @app.command("predict")
 def predict_cmd(
-    model: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
+    model: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint directory (PyTorch), an export bundle or "
+                                                               "its model.onnx (ONNX Runtime)."),
     input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
     task: Optional[str] = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sequences per forward pass."),
     top_k: int = typer.Option(5, "--top-k", min=1, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens (default: the model's maximum)."),
-    allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Truncate inputs to this many tokens "
+                                                                               "(default: the model's maximum)."),
+    allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins "
+                                                                            "when the null span scores higher (SQuAD 2.0)."),
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
@@ -243,14 +257,19 @@ def predict_cmd(
 
 @finetune_app.command("squad")
 def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers "
+                                                                    "BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, "
+                                                                           "or CMRC 2018's), "
                                             "a `datasets` save_to_disk directory or parquet files."),
     version: int = typer.Option(1, "--version", help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, "
+                                                          "rajpurkar/squad_v2); needs the network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / "
+                                                               "squad_v2 blocks) is used."),
     set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: "
+                                                                 "runs/squad[_v2]/<checkpoint name>)."),
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
@@ -261,8 +280,10 @@ def finetune_squad(
 
 @finetune_app.command("ner")
 def finetune_ner(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers "
+                                                                    "BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or "
+                                                                "eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: Optional[List[str]] = SetOpt,
@@ -276,15 +297,19 @@ def finetune_ner(
 
 @finetune_app.command("classify")
 def finetune_classify(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers "
+                                                                    "BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
     dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
     test: Optional[Path] = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Column of the text (default: "
+                                                                          "finetune.classify.text_column, `text`)."),
     text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): "
+                                                                            "strings or ints."),
     regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its "
+                                                                  "`classify` block) is used."),
     set_: Optional[List[str]] = SetOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
 ) -> None:
@@ -298,7 +323,8 @@ def finetune_classify(
 
 @app.command()
 def features(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers "
+                                                                    "BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
     out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
     layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),

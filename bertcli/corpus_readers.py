@@ -2,7 +2,8 @@
 
 Every reader streams: text is read line by line with a bounded `readline`, so one giant line
 (a 50 MB file without newlines) is reported instead of filling memory; tabular files are read
-in record batches. A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google BERT's
+in record batches. A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`),
+either already one sentence per item (Google BERT's
 format) or as text still to be split into sentences; `corpus.py` does the rest.
 """
 

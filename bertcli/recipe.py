@@ -306,7 +306,7 @@ def coerce(value: Any, tp: Any, path: str, ctx: _Ctx) -> Any:
                 raise
             raise UserError(f"{path}: expected {' or '.join(_pretty_type(a) for a in inner)}, got {_describe(value)}",
                             where=ctx.at(path)) from e
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, path + ".", ctx)
     if origin is Literal:
         if value in args:
@@ -522,7 +522,7 @@ def _own_field_docs(cls: type) -> dict[str, str]:
         tree = ast.parse(inspect.getsource(cls))
     except (OSError, TypeError):
         return {}
-    body = tree.body[0].body
+    body = typing.cast(ast.ClassDef, tree.body[0]).body   # the source of a class is one class statement
     docs = {}
     for node, nxt in zip(body, body[1:]):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):

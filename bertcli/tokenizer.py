@@ -23,7 +23,8 @@ Pipelines (each the one transformers' class rebuilds, so AutoTokenizer encodes i
     bpe        byte-level (`Ġ`), no prefix space, case kept (RoBERTa)   -> RobertaTokenizer
     unigram    ALBERT's normalizer (``/'' -> ", NFKD + accents, lowercase), Metaspace `▁`
                                                                          -> AlbertTokenizer
-Any other combination (e.g. lowercased BPE, roberta tokens on WordPiece or Unigram) is written with tokenizer_class PreTrainedTokenizerFast, which transformers loads
+Any other combination (e.g. lowercased BPE, roberta tokens on WordPiece or Unigram) is written with tokenizer_class
+PreTrainedTokenizerFast, which transformers loads
 from tokenizer.json as is. Templates: `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]`, type ids 0/1;
 roberta tokens: `<s> A </s>` / `<s> A </s></s> B </s>` (RobertaProcessing).
 """
@@ -417,7 +418,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                 # what the alphabet kept and why tokens are [UNK]: the warning above 1% (alphabet.py)
                 "min_frequency": cfg.min_frequency, "alphabet": stats.get("alphabet"),
                 "unk_causes": causes.result(),
-                "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
+                "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3),
+                "seconds": round(time.perf_counter() - start, 3),
                 # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
                 "corpus_notes": corpus_summary_rows(cinfo)[3:]}
         _write_json(tmp / INFO_FILE, info)

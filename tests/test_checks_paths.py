@@ -153,7 +153,8 @@ FULL_DISK = textwrap.dedent('''
     out = {}
     probe = trainer(Path(sys.argv[4]), 4)          # the size of one checkpoint, measured off the small disk
     probe.fit()
-    size = sum(-(-f.stat().st_size // 4096) * 4096 for f in (Path(sys.argv[4]) / "checkpoints" / "step-0000004").rglob("*") if f.is_file())
+    size = sum(-(-f.stat().st_size // 4096) * 4096
+               for f in (Path(sys.argv[4]) / "checkpoints" / "step-0000004").rglob("*") if f.is_file())
     out["size"] = size
     if mode == "measured":                          # the write itself runs out: the pre-check is bypassed
         ck.estimated_size = lambda model, optimizer: 0

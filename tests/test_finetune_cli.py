@@ -154,7 +154,8 @@ def test_transformers_roberta_directory(tmp_path):
     head = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     for name, n in (("train", 96), ("dev", 24)):
         rows = [(i % 2, _sentence(rng, i % 2), _sentence(rng, 1)) for i in range(n)]
-        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (lab, a, b) in enumerate(rows)))
+        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n"
+                                                         for i, (lab, a, b) in enumerate(rows)))
     out = tmp_path / "out"
     r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", tmp_path / "glue", "-o", out,
                 "--set", "finetune.tasks.mrpc.epochs=2", "--set", "finetune.learning_rate=1e-3",

@@ -1,4 +1,5 @@
-"""The nine GLUE tasks, presets of the classification task (`finetune/classification/task.py`): where their data lives, which columns hold what, their labels and metrics.
+"""The nine GLUE tasks, presets of the classification task (`finetune/classification/task.py`): where their data
+lives, which columns hold what, their labels and metrics.
 
 Label ids follow the `datasets` GLUE builder (nyu-mll/glue), so the original TSV files and the
 `datasets` layout give the same ids; `labels` holds the label *as spelled in the TSV files*
