@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from bertcli import __version__
 from bertcli.errors import UserError
@@ -57,6 +57,7 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     if spec.task_head == "prediction_head":
         d["classifier_pooling"] = c.classifier_pooling
     if head in LABELLED_HEADS:
+        assert c.labels is not None, f"a {head} model has labels"
         d["id2label"] = {str(i): name for i, name in enumerate(c.labels)}
         d["label2id"] = {name: i for i, name in enumerate(c.labels)}
     if head == "classification":
@@ -93,7 +94,8 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     if spec is None:
         raise UserError(f"unsupported model_type {d.get('model_type')!r} in config.json", where=where,
                         fix="bertcli loads " + ", ".join(s.model_type for s in FAMILIES.values()) + " checkpoints")
-    get = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
+    # config.json's values over transformers' defaults; a key in neither reads None
+    get: Callable[..., Any] = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
     extra = d.get("bertcli") or {}
     _check_fixed(spec, get, where)
     act = ACT_ALIASES.get(get(spec.hf_keys["hidden_act"]))
