@@ -34,6 +34,7 @@ from bertcli.stages import write_text_atomic
 class NerTask(Task[TagSplit, list[list[str]]]):
     name = "ner"
     head = "token"
+    labels: tuple[str, ...]                 # set from the training entity types (__init__)
 
     def __init__(self, cfg, data_dir: Path):
         self.block = cfg.ner
