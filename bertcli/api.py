@@ -24,23 +24,24 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
 from bertcli.config.recipe import check_purpose, load_recipe
-from bertcli.core.paths import check_recipe_outputs
-from bertcli.tokenization.build import run_tokenize
-from bertcli.train.phases import build_phase_data
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
-from bertcli.core.paths import default_out
+from bertcli.core.paths import check_recipe_outputs, default_out
 from bertcli.export.features import extract_features
-from bertcli.model.fill_mask import fill_mask as run
-from bertcli.export.run import run_export
+from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import run_predict
+from bertcli.export.run import run_export
+from bertcli.model.fill_mask import fill_mask as run
+from bertcli.tokenization.build import run_tokenize
+from bertcli.train.phases import build_phase_data
 
 if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
-    from bertcli.export.run import ExportResult
     from bertcli.config.recipe import Recipe
     from bertcli.config.stages import StageResult
+    from bertcli.export.run import ExportResult
     from bertcli.train.pipeline import PretrainResult
 
 PathLike = str | os.PathLike[str]
@@ -188,7 +189,8 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
         return run_squad(r, checkpoint=Path(checkpoint), data_dir=_path(data_dir), hub=hub, version=version, out=dest)
 
 
-_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner, "squad": finetune_squad}
+_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner,
+                                             "squad": finetune_squad}
 
 
 def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
@@ -222,7 +224,7 @@ def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str,
     return run(Path(checkpoint), text, top_k=top_k)
 
 
-def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = 18, fp16: bool = False,
+def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
            quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
            force: bool = False) -> ExportResult:
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`

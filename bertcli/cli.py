@@ -10,13 +10,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
+from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 
 app = typer.Typer(
     add_completion=False,
@@ -65,7 +64,7 @@ OutForceOpt = typer.Option(False, "--force", help="Replace an earlier bertcli re
 NUM_FLAGS: set[str] = set()
 
 
-def num_option(default, *names: str, of: Optional[tuple] = None, help: str = "", **bounds):
+def num_option(default, *names: str, of: tuple | None = None, help: str = "", **bounds):
     """A typer option for a number, range-checked like recipe keys (`recipe.check_value`). `of`:
     (section dataclass, field name) whose declared `num(...)` bounds the flag shares; else
     `bounds` (ge=, gt=, le=) declare them here."""
@@ -92,7 +91,7 @@ def num_option(default, *names: str, of: Optional[tuple] = None, help: str = "",
     return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
-def _recipe(spec: Optional[str], overrides: Optional[List[str]], command: Optional[str] = "pretrain",
+def _recipe(spec: str | None, overrides: list[str] | None, command: str | None = "pretrain",
             writes: bool = False):
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
@@ -139,7 +138,7 @@ def recipe_description(text: str) -> str:
 
 
 @app.command()
-def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
+def explain(section: str | None = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
     from bertcli.config.recipe import explain as rows_of
 
@@ -149,7 +148,7 @@ def explain(section: Optional[str] = typer.Argument(None, help="corpus, tokenize
 
 
 @app.command()
-def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
+def info(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt,
          yaml_only: bool = typer.Option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
                                         "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
     """Print the resolved recipe, what would be built where, and the model's size."""
@@ -168,7 +167,7 @@ def info(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt,
 
 
 @app.command()
-def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt) -> None:
+def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bool = ForceOpt) -> None:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli import api
 
@@ -176,7 +175,7 @@ def tokenize(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force:
 
 
 @app.command("build-data")
-def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, force: bool = ForceOpt,
+def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bool = ForceOpt,
                all_phases: bool = typer.Option(False, "--all-phases", help="A multi-phase recipe: build every phase's data, not only the first phase's.")) -> None:
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
@@ -190,10 +189,10 @@ def build_data(recipe: str = RecipeOpt, set_: Optional[List[str]] = SetOpt, forc
 @app.command()
 def pretrain(
     recipe: str = RecipeOpt,
-    set_: Optional[List[str]] = SetOpt,
-    resume: Optional[str] = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
+    set_: list[str] | None = SetOpt,
+    resume: str | None = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Continued pretraining: start from this checkpoint directory (bertcli or transformers) instead of random weights; same as --set model.init_from=PATH."),
+    init_from: Path | None = typer.Option(None, "--init-from", help="Continued pretraining: start from this checkpoint directory (bertcli or transformers) instead of random weights; same as --set model.init_from=PATH."),
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
@@ -224,10 +223,10 @@ def fill_mask(
 @app.command("evaluate")
 def evaluate_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    corpus: List[Path] = typer.Option(..., "--corpus", help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
+    corpus: list[Path] = typer.Option(..., "--corpus", help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
     seed: int = typer.Option(42, "--seed", help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a tokenizer."),
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8, help="Tokens per row (capped by the model's positions)."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="Row layout: nsp, sop or none (default: the family's pair head, scored when the checkpoint has it)."),
+    objective: str | None = typer.Option(None, "--objective", help="Row layout: nsp, sop or none (default: the family's pair head, scored when the checkpoint has it)."),
     pppl_rows: int = typer.Option(32, "--pppl-rows", min=0, help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Rows per forward pass."),
     cache: Path = typer.Option(Path("runs/evaluate"), "--cache", help="Where the corpus, tokenizer and masked-data stages are cached."),
@@ -248,11 +247,11 @@ def finetune_glue(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), several "
                             "separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
+    hub: str | None = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
     recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
     force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
@@ -266,11 +265,11 @@ def finetune_glue(
 def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
     out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
+    task: str | None = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
     opset: int = num_option(18, "--opset", ge=1, help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
-    quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
-    dev: Optional[Path] = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
+    quantize: str | None = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
+    dev: Path | None = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
                                "(or export_info.json) lists are removed; anything else there stays."),
@@ -288,15 +287,15 @@ def export_cmd(
 def predict_cmd(
     model: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
     input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
+    task: str | None = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
     batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
     top_k: int = num_option(5, "--top-k", ge=1, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
-    max_length: Optional[int] = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"), help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    max_length: int | None = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"), help="Truncate inputs to this many tokens (default: the model's maximum)."),
     allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
-    encoding: Optional[str] = EncodingOpt,
+    encoding: str | None = EncodingOpt,
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
@@ -309,13 +308,13 @@ def predict_cmd(
 @finetune_app.command("squad")
 def finetune_squad(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
                                             "a `datasets` save_to_disk directory or parquet files."),
     version: int = num_option(1, "--version", ge=1, le=2, help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
+    hub: str | None = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
     recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
     force: bool = OutForceOpt,
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
@@ -332,10 +331,10 @@ def finetune_ner(
     data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
     force: bool = OutForceOpt,
-    encoding: Optional[str] = EncodingOpt,
+    encoding: str | None = EncodingOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
     from bertcli import api
@@ -349,16 +348,16 @@ def finetune_classify(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
     dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
-    test: Optional[Path] = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
-    text_pair_column: Optional[str] = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: Optional[str] = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
+    test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
     regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
     recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
-    set_: Optional[List[str]] = SetOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
     force: bool = OutForceOpt,
-    encoding: Optional[str] = EncodingOpt,
+    encoding: str | None = EncodingOpt,
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
     from bertcli import api
@@ -378,12 +377,12 @@ def features(
     combine: str = typer.Option("concat", "--combine", help="concat, sum or mean over the layers."),
     pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
     text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
-    id_column: Optional[str] = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
     max_seq_length: int = num_option(128, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"), help="Longer texts are truncated."),
     batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Texts per forward pass (bounds memory)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
-    encoding: Optional[str] = EncodingOpt,
+    encoding: str | None = EncodingOpt,
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from bertcli.config.phases import plan
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import is_complete
-from bertcli.config.phases import plan
 from bertcli.corpus.build import corpus_dir
 from bertcli.data.build import data_dir
 from bertcli.tokenization.build import tokenizer_dir

@@ -155,8 +155,8 @@ def bench_collator(data_dir: str, tok_dir: str, batches: int, batch_size: int) -
     import torch
     from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
 
-    from bertcli.data import PretrainCollator, PretrainDataset, load_data
     from bertcli.config.sections import DataConfig
+    from bertcli.data import PretrainCollator, PretrainDataset, load_data
     from bertcli.tokenization.load import load_tokenizer
 
     torch.set_num_threads(1)

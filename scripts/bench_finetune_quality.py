@@ -340,7 +340,7 @@ def write_task_data(kind: str, folder: Path, n_train: int, n_dev: int) -> Path:
     """Generated files for `kind` in `folder` (fixed seed: every run sees the same data)."""
     import csv
 
-    from bertcli.finetune.tagging import encode, entities
+    from bertcli.finetune.tagging.schemes import encode, entities
 
     rng = random.Random(1234)
     folder.mkdir(parents=True, exist_ok=True)
@@ -393,17 +393,17 @@ def finetune_cfg(kind: str, size: dict):
 
 def build_task(kind: str, folder: Path, cfg):
     if kind == "classify":
-        from bertcli.finetune.classify import load_classify
-        from bertcli.finetune.sequence import SequenceTask
+        from bertcli.finetune.classification.classify import load_classify
+        from bertcli.finetune.classification.task import SequenceTask
         from bertcli.finetune.task import overlay
 
         return SequenceTask(load_classify(cfg, folder / "train.csv", folder / "dev.csv", None), overlay(cfg, cfg.classify))
     if kind == "ner":
-        from bertcli.finetune.ner import NerTask
+        from bertcli.finetune.tagging.task import NerTask
 
         return NerTask(cfg, folder)
-    from bertcli.finetune.squad import SquadTask
-    from bertcli.finetune.squad_data import load_squad
+    from bertcli.finetune.qa.data import load_squad
+    from bertcli.finetune.qa.task import SquadTask
 
     return SquadTask(load_squad(folder, None, 1), cfg, 1)
 

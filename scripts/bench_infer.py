@@ -38,16 +38,16 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bertcli.export.backend import OrtBackend, pad_batch  # noqa: E402
 from bertcli.config.sections import ModelConfig  # noqa: E402
+from bertcli.export.backend import OrtBackend, pad_batch  # noqa: E402
 
 SHAPES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
           "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
 
 
 def sentences(limit: int = 20000) -> list[str]:
-    from bertcli.corpus.builtin import iter_documents
     from bertcli.corpus.build import split_sentences
+    from bertcli.corpus.builtin import iter_documents
 
     out = []
     for _, text in iter_documents():

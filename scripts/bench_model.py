@@ -87,8 +87,8 @@ def timed(step, model, batches, device, dtype) -> float:
 def bench_shape(name: str, batch: int, args, device) -> dict:
     import transformers as tf
 
-    from bertcli.model import build_model, save_checkpoint
     from bertcli.config.recipe import load_recipe
+    from bertcli.model import build_model, save_checkpoint
 
     recipe = load_recipe(name)
     if recipe.model.family != "bert":
@@ -123,7 +123,7 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     if args.compile:
         contenders["bertcli_compiled"] = (ours_step, torch.compile(ours, dynamic=True))
     times = {k: [] for k in contenders}
-    for k, (step, model) in contenders.items():  # warm-up (and compilation)
+    for step, model in contenders.values():  # warm-up (and compilation)
         timed(step, model, batches[:2], device, args.dtype)
     for _ in range(args.repeats):
         for k, (step, model) in contenders.items():

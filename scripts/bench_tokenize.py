@@ -36,9 +36,9 @@ BATCH_LINES = 16384
 
 
 def generate(path: Path, megabytes: float, seed: int = 0) -> dict:
+    from bertcli.config.sections import CorpusConfig
     from bertcli.corpus.build import documents, resolve_sources
     from bertcli.corpus.readers import ReadStats
-    from bertcli.config.sections import CorpusConfig
 
     cfg = CorpusConfig()
     sentences = [s for d in documents(cfg, resolve_sources(cfg), ReadStats()) for s in d if len(s) > 20]
@@ -68,11 +68,11 @@ def peak_rss_mb() -> float:
 
 
 def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> dict:
-    from bertcli.corpus.build import build_corpus
     from bertcli.config.recipe import load_recipe
-    from bertcli.tokenization.train import iter_encoded
-    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.corpus.build import build_corpus
     from bertcli.tokenization.build import run_tokenize
+    from bertcli.tokenization.load import load_tokenizer
+    from bertcli.tokenization.train import iter_encoded
 
     os.chdir(work)
     shutil.rmtree(f"bench-{run}", ignore_errors=True)  # always a fresh build
@@ -96,7 +96,8 @@ def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> d
         tokens += sum(len(e.ids) for e in batch)
     encode, encode_cpu = time.perf_counter() - t0, time.process_time() - c0
     sha = hashlib.sha256((result.path / "tokenizer.json").read_bytes()).hexdigest()
-    return {"tokenizer_sha256": sha, "ingest_s": ingest, "train_s": info["train_seconds"], "train_cpu_s": info["train_cpu_seconds"],
+    return {"tokenizer_sha256": sha, "ingest_s": ingest, "train_s": info["train_seconds"],
+            "train_cpu_s": info["train_cpu_seconds"],
             "stage_s": stage, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences,
             "tokens": tokens, "vocab_size": info["vocab_size"], "peak_rss_mb": peak_rss_mb()}
 
@@ -147,7 +148,8 @@ def side_raw(corpus: Path, kind: str, vocab: int) -> dict:
         sentences += len(batch)
     encode, encode_cpu = time.perf_counter() - t0, time.process_time() - c0
     sha = hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
-    return {"tokenizer_sha256": sha, "train_s": train, "train_cpu_s": train_cpu, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences, "tokens": tokens,
+    return {"tokenizer_sha256": sha, "train_s": train, "train_cpu_s": train_cpu, "encode_s": encode, "encode_cpu_s": encode_cpu,
+            "sentences": sentences, "tokens": tokens,
             "vocab_size": tok.get_vocab_size(), "peak_rss_mb": peak_rss_mb()}
 
 
@@ -187,15 +189,18 @@ def main() -> None:
         # the machine may be shared: alternate the sides and keep each one's best time
         runs = [(child("bertcli", corpus, work, a.kind, a.vocab, i), child("raw", corpus, a.kind, a.vocab))
                 for i in range(a.repeat)]
-        ours = {k: (min(r[0][k] for r in runs) if k.endswith("_s") else runs[0][0][k]) for k in runs[0][0] if k != "tokenizer_sha256"}
-        raw = {k: (min(r[1][k] for r in runs) if k.endswith("_s") else runs[0][1][k]) for k in runs[0][1] if k != "tokenizer_sha256"}
+        ours = {k: (min(r[0][k] for r in runs) if k.endswith("_s") else runs[0][0][k])
+                for k in runs[0][0] if k != "tokenizer_sha256"}
+        raw = {k: (min(r[1][k] for r in runs) if k.endswith("_s") else runs[0][1][k])
+               for k in runs[0][1] if k != "tokenizer_sha256"}
     same_text = ours["sentences"] == raw["sentences"]
     # reproducibility: each run is a fresh process (fresh hash seeds inside `tokenizers`)
     distinct = {side: len({r[i]["tokenizer_sha256"] for r in runs}) for i, side in enumerate(("bertcli", "tokenizers"))}
     print(json.dumps({
         "corpus_mb": round(made["bytes"] / 1e6, 1), "documents": made["documents"], "kind": a.kind,
         "vocab_size": a.vocab, "cpus": os.cpu_count(), "repeat": a.repeat, "generate_s": round(gen_s, 1),
-        "same_sentences": same_text, "distinct_tokenizer_json_over_runs": distinct, "same_token_count": ours["tokens"] == raw["tokens"],
+        "same_sentences": same_text, "distinct_tokenizer_json_over_runs": distinct,
+        "same_token_count": ours["tokens"] == raw["tokens"],
         "bertcli": {k: round(v, 2) if isinstance(v, float) else v for k, v in ours.items()},
         "tokenizers": {k: round(v, 2) if isinstance(v, float) else v for k, v in raw.items()},
         "train_ratio": round(ours["train_s"] / raw["train_s"], 3),

@@ -59,14 +59,14 @@ def main() -> None:
     args = parse()
     import transformers
 
+    from bertcli.config.families import family_spec
+    from bertcli.config.model import encoder_config
+    from bertcli.config.recipe import load_recipe
     from bertcli.data.build import ensure_data
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model import build_model
-    from bertcli.config.model import encoder_config
-    from bertcli.config.families import family_spec
     from bertcli.model.hf import to_hf_config
-    from bertcli.config.recipe import load_recipe
     from bertcli.tokenization.build import ensure_tokenizer
     from bertcli.tokenization.load import load_tokenizer
     from bertcli.train.heap import release_free_memory
@@ -192,7 +192,8 @@ def rss_run(step, args, name: str, cfg, trainer) -> dict:
     slope = sum((x - mx) * (y - my) for x, y in half) / var * 1000 if var else 0.0
     return {"recipe": name, "steps": args.rss_steps, "batch_size": cfg.batch_size, "micro_batch_size": trainer.micro,
             "max_seq_length": trainer.r.data.max_seq_length, "num_workers": cfg.num_workers,
-            "threads": torch.get_num_threads(), "malloc_trim": not args.no_trim, "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+            "threads": torch.get_num_threads(), "malloc_trim": not args.no_trim,
+            "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
             "rss_start_mb": samples[0][1], "rss_end_mb": samples[-1][1], "rss_max_mb": max(y for _, y in samples),
             "slope_mb_per_1000_steps_second_half": round(slope, 1), "s_per_step": round(wall / args.rss_steps, 4),
             "cpu_s_per_step": round(cpu / args.rss_steps, 4), "samples": samples,

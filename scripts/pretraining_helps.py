@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", type=int, default=2000, help="training examples")
     p.add_argument("--dev", type=int, default=2000, help="dev examples")
     p.add_argument("--epochs", type=float, default=8)
-    p.add_argument("--lr", type=float, default=5e-3, help="peak learning rate, both runs (full fine-tuning: ~1e-3 tiny, ~5e-5 base)")
+    p.add_argument("--lr", type=float, default=5e-3,
+                   help="peak learning rate, both runs (full fine-tuning: ~1e-3 tiny, ~5e-5 base)")
     p.add_argument("--full", action="store_true", help="fine-tune the whole encoder, not only pooler and classifier")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=32)
@@ -37,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="where the two runs are written (default: a temporary folder)")
     args = p.parse_args(argv)
 
+    from probe import pretraining_helps  # scripts/probe.py, beside this file
+
     from bertcli.core.console import print_error
     from bertcli.core.errors import UserError
-    from probe import pretraining_helps    # scripts/probe.py, beside this file
 
     with tempfile.TemporaryDirectory() as tmp:
         try:

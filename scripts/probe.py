@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli.corpus.builtin import iter_documents
+from bertcli.config.recipe import load_recipe
 from bertcli.corpus.build import split_sentences
+from bertcli.corpus.builtin import iter_documents
 from bertcli.finetune import runner
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits, overlay
-from bertcli.config.recipe import load_recipe
 
 KINDS = ("order", "shuffle", "replace")
 

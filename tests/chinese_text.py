@@ -1,7 +1,8 @@
 """Generated Chinese prose and poetry for tests and measurements (no downloads).
 
 Words come from jieba's own dictionary (installed with jieba: about 350k words with frequencies and
-part-of-speech tags; the 3,000 most frequent of each tag are used), drawn with probability ∝ frequency^0.9 inside simple clause patterns
+part-of-speech tags; the 3,000 most frequent of each tag are used), drawn with probability ∝ frequency^0.9 inside
+simple clause patterns
 (subject, adverb, verb, object; attributive 的; measure words), so the character distribution is
 roughly that of real text: a few thousand characters, Zipf-like. Paragraphs mix in quotes
 (“…”「…」), bracketed asides, English words and numbers, and now and then a poem of 5- or

@@ -100,9 +100,9 @@ def tiny_checkpoint(folder: Path, texts: list[str], family: str = "bert", kind: 
     Hugging Face directory (what `bertcli finetune` takes)."""
     import torch
 
-    from bertcli.model import build_model, save_checkpoint
     from bertcli.config.recipe import resolve_model
     from bertcli.config.sections import ModelConfig, TokenizerConfig
+    from bertcli.model import build_model, save_checkpoint
     from bertcli.tokenization.load import load_tokenizer
     from bertcli.tokenization.train import write_hf_files
 

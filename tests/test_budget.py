@@ -8,18 +8,18 @@ import shutil
 
 import pytest
 import torch
+from conftest import ONE_THREAD, run_cli
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import hf_save_stub as _hf_save
 
-from bertcli.core.errors import UserError
+from bertcli.config.phases import parse_duration
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.phases import budget_multiplier, progress
-from bertcli.config.phases import parse_duration
 from bertcli.train.schedule import lr_multiplier
-
-from conftest import ONE_THREAD, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=100", "train.warmup_steps=20", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=1000", "train.eval_batches=2", "train.save_every=4",

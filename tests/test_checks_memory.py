@@ -11,14 +11,14 @@ import sys
 
 import pytest
 import torch
+from conftest import assert_user_error, run_cli
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train import memory
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-from conftest import assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=6", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=3", "train.eval_batches=2", "train.save_every=6",

@@ -13,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from conftest import REPO, assert_user_error, run_cli
 
 from bertcli.core.errors import UserError
 from bertcli.core.paths import check_output_dir, check_output_file, saving
-from conftest import REPO, assert_user_error, run_cli
 
 ROOT = os.geteuid() == 0
 TINY = ["corpus.sources=[{path: builtin, max_documents: 20}]", "tokenizer.vocab_size=200", "data.max_seq_length=32",
@@ -84,8 +83,8 @@ def test_finetune_checks_its_output_before_training(tmp_path):
     comes before the first task is read."""
     from test_finetune_data import write_glue
 
-    from bertcli.model import build_model, save_checkpoint
     from bertcli.config.recipe import load_recipe
+    from bertcli.model import build_model, save_checkpoint
 
     ckpt = tmp_path / "ckpt"
     save_checkpoint(build_model(load_recipe("bert-tiny").model, 50, 0), ckpt)
@@ -154,7 +153,8 @@ FULL_DISK = textwrap.dedent('''
     out = {}
     probe = trainer(Path(sys.argv[4]), 4)          # the size of one checkpoint, measured off the small disk
     probe.fit()
-    size = sum(-(-f.stat().st_size // 4096) * 4096 for f in (Path(sys.argv[4]) / "checkpoints" / "step-0000004").rglob("*") if f.is_file())
+    size = sum(-(-f.stat().st_size // 4096) * 4096
+               for f in (Path(sys.argv[4]) / "checkpoints" / "step-0000004").rglob("*") if f.is_file())
     out["size"] = size
     if mode == "measured":                          # the write itself runs out: the pre-check is bypassed
         ck.estimated_size = lambda model, optimizer: 0

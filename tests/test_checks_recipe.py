@@ -13,8 +13,8 @@ import typing
 import numpy as np
 import pytest
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import Recipe, load_recipe, validate
+from bertcli.core.errors import UserError
 from bertcli.train.metrics import MetricsLog, format_record, read_metrics, to_json_line
 
 
@@ -127,8 +127,8 @@ def test_the_cli_gives_one_message_and_exit_2(cli):
 def test_a_non_finite_regression_label_is_an_error_naming_file_and_line(tmp_path, score):
     from test_finetune_data import GLUE_FILES, write_glue
 
-    from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue import TASKS
+    from bertcli.finetune.classification.glue_data import load_task
 
     root = write_glue(tmp_path / "glue", {**GLUE_FILES, "STS-B/train.tsv": GLUE_FILES["STS-B/train.tsv"]
                                           .replace("3.800", score)})
@@ -140,8 +140,8 @@ def test_a_non_finite_regression_label_is_an_error_naming_file_and_line(tmp_path
 def test_a_non_finite_label_in_a_datasets_split_names_the_row(tmp_path):
     import datasets
 
-    from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue import TASKS
+    from bertcli.finetune.classification.glue_data import load_task
 
     cols = {"sentence1": ["a", "b", "c"], "sentence2": ["d", "e", "f"], "label": [1.0, float("nan"), 2.0],
             "idx": [0, 1, 2]}

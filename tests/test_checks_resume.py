@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ONE_THREAD, assert_user_error, run_cli
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import hf_save_stub as _hf_save
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.pipeline import prepare_run
-from conftest import ONE_THREAD, assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=2",

@@ -9,9 +9,9 @@ import pytest
 from chinese_text import documents, write
 from conftest import run_cli
 
+from bertcli.config.recipe import load_recipe
 from bertcli.corpus.build import split_sentences
 from bertcli.data import words
-from bertcli.config.recipe import load_recipe
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.tokenization.train import new_tokenizer, new_trainer, write_hf_files
 

@@ -8,9 +8,9 @@ import unicodedata
 import pytest
 from chinese_text import documents
 
+from bertcli.config.recipe import load_recipe
 from bertcli.corpus.build import split_sentences
 from bertcli.data import words
-from bertcli.config.recipe import load_recipe
 from bertcli.tokenization.load import CJK_CHAR
 from bertcli.tokenization.train import new_tokenizer, text_encoder, train_tokenizer
 
@@ -123,7 +123,7 @@ def test_whole_words_are_jieba_words_and_english_words(wordpiece):
     markers = words.start_marker_table(wordpiece, "wordpiece")
     enc = wordpiece.encode(MIXED, add_special_tokens=False)
     starts = words.word_starts(enc.ids, enc.word_ids, markers, MIXED, enc.offsets, segment)
-    spans, begin = [], None
+    spans, begin, end = [], None, 0
     for i, (a, b) in enumerate(enc.offsets):
         if starts[i]:
             if begin is not None:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from conftest import ONE_THREAD, assert_user_error, run_cli
-from train_standins import one_thread  # noqa: F401 (fixture)
+from conftest import ONE_THREAD, run_cli
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
+from train_standins import one_thread  # noqa: F401 (fixture)
 
 STEPS = ["--set", "train.max_steps=30", "--set", "train.eval_every=30", "--set", "train.save_every=10",
          "--set", "train.warmup_ratio=0.1", "--set", "train.num_workers=0", "--set", "train.tensorboard=false",
@@ -44,9 +43,9 @@ def transformers_val_loss(model_dir: Path, run: Path, family: str) -> float:
     masked exactly as bertcli's trainer masks them (PretrainCollator, epoch 0)."""
     import transformers as tf
 
+    from bertcli.config.recipe import load_recipe
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.config.recipe import load_recipe
     from bertcli.tokenization.load import load_tokenizer
 
     recipe = load_recipe(str(run / "recipe.yaml"))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
 from train_standins import one_thread  # noqa: F401 (fixture)
@@ -115,8 +114,8 @@ def test_a_bare_encoder_with_only_vocab_txt_gets_new_heads_and_says_so(work, tmp
 
 
 def test_positions_grow_by_copying_and_dropout_changes(work):
-    from bertcli.model.init_from import init_model
     from bertcli.config.recipe import load_recipe
+    from bertcli.model.init_from import init_model
     from bertcli.tokenization.load import load_tokenizer
 
     r = load_recipe("continue-tiny", [f"model.init_from={work / 'start'}", "model.max_position_embeddings=150",

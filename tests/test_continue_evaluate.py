@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
 from train_standins import one_thread  # noqa: F401 (fixture)
@@ -26,9 +25,9 @@ def evaluate(tmp_path: Path, checkpoint: Path, *more: str) -> dict:
 
 
 def masked_rows(res: dict):
+    from bertcli.config.recipe import load_recipe
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.config.recipe import load_recipe
     from bertcli.tokenization.load import load_tokenizer
 
     data = Path(res["data"])

@@ -6,11 +6,9 @@ extended model predicting on old-vocabulary text exactly as the original did."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ONE_THREAD, run_cli
 from continue_fixtures import DOMAIN, domain_documents, general_documents, hf_checkpoint, write_corpus
 from train_standins import one_thread  # noqa: F401 (fixture)
@@ -22,12 +20,12 @@ OLD_WORDS = ("team", "visited", "music", "river", "garden", "school", "house", "
 def test_extend_adds_one_piece_tokens_initialized_as_the_mean_of_their_pieces(tmp_path, family):
     import transformers as tf
 
+    from bertcli.config.recipe import load_recipe
     from bertcli.model import load_checkpoint
     from bertcli.model.init_from import init_model
-    from bertcli.config.recipe import load_recipe
     from bertcli.tokenization.build import ensure_tokenizer
-    from bertcli.tokenization.load import load_tokenizer
     from bertcli.tokenization.extend import load_extension
+    from bertcli.tokenization.load import load_tokenizer
 
     start = hf_checkpoint(tmp_path / "start", family, [s for d in general_documents(150) for s in d], vocab_size=400)
     write_corpus(tmp_path / "domain.txt", domain_documents(60))

@@ -10,6 +10,9 @@ import tracemalloc
 import pytest
 from conftest import assert_user_error, write_documents
 
+from bertcli.config.recipe import load_recipe
+from bertcli.config.sections import CorpusConfig, SourceConfig
+from bertcli.core.errors import UserError
 from bertcli.corpus import builtin as builtin_corpus
 from bertcli.corpus.build import (
     build_corpus,
@@ -22,9 +25,6 @@ from bertcli.corpus.build import (
     split_sentences,
 )
 from bertcli.corpus.readers import ReadStats, read_lines
-from bertcli.core.errors import UserError
-from bertcli.config.recipe import load_recipe
-from bertcli.config.sections import CorpusConfig, SourceConfig
 from bertcli.tokenization.build import run_tokenize
 
 DOCS = [["The first document starts here.", "It has two sentences."],

@@ -13,10 +13,10 @@ import re
 import pytest
 from conftest import assert_user_error
 
+from bertcli.config.sections import CorpusConfig, SourceConfig
+from bertcli.core.errors import UserError
 from bertcli.corpus.build import documents, resolve_sources
 from bertcli.corpus.readers import ReadStats
-from bertcli.core.errors import UserError
-from bertcli.config.sections import CorpusConfig, SourceConfig
 
 COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
 TEXT = "".join(f"sentence number {i} of the corpus is right here.\n" + ("\n" if i % 5 == 4 else "")

@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import write_documents
+from test_data_helpers import make_documents, recipe
 
 from bertcli.data import PretrainCollator, PretrainDataset, load_data, run_build_data
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
-from conftest import write_documents
-from test_data_helpers import make_documents, recipe
 
 
 @pytest.fixture(scope="module")

@@ -68,9 +68,9 @@ def test_tokenizer_with_other_special_tokens_or_kind():
 
     import pytest
 
-    from bertcli.data.checks import check_tokenizer
-    from bertcli.core.errors import UserError
     from bertcli.config.recipe import load_recipe
+    from bertcli.core.errors import UserError
+    from bertcli.data.checks import check_tokenizer
 
     r = load_recipe("bert-tiny")
     roberta_tokens = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}

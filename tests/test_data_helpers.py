@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from conftest import write_documents
 
 SYLLABLES = ("ka ri to ne mo su pa lu vi de ga zo bi shu ren tal mor ex qui fan dor "

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_data_helpers import make_documents, trained_tokenizer
 
+from bertcli.config.sections import DataConfig
 from bertcli.data import words
 from bertcli.data.collator import PretrainCollator
 from bertcli.data.masking import MaskSpec, mask_row
 from bertcli.data.rng import KeyedRng
-from bertcli.config.sections import DataConfig
-from test_data_helpers import make_documents, trained_tokenizer
 
 V, MASK, SPECIAL = 30000, 4, 5  # ids 0..4 are special
 

@@ -150,7 +150,7 @@ def test_sop_negatives_are_exact_swaps():
         for inst in pairs.sop_instances(doc, 512, 0.0, kr.seed(2, d)):
             ids, types, _ = pairs.pair_row(inst, CLS, SEP)
             a, b = segments(ids, types)
-            (da, pa), (db, pb) = where(a, owner), where(b, owner)
+            (da, _), (db, _) = where(a, owner), where(b, owner)
             assert (da == d).all() and (db == d).all(), "SOP never uses another document"
             first, second = (a, b) if inst.label == 0 else (b, a)
             # the in-order text is first + second, contiguous, and is the whole document here

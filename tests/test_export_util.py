@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcli.model import build_model, save_checkpoint
 from bertcli.config.sections import ModelConfig
+from bertcli.model import build_model, save_checkpoint
 
 SENTENCES = [
     "the cat sat on the mat", "a dog ran in the park", "paris is the capital of france",

@@ -33,7 +33,7 @@ def write_tasks(root: Path, seed: int = 0, n_sst: int = 480) -> Path:
     sst.mkdir(parents=True)
     for name, n in (("train", n_sst), ("dev", 120)):
         rows = [(_sentence(rng, lab), lab) for lab in (rng.randint(0, 1) for _ in range(n))]
-        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{l}\n" for s, l in rows))
+        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{lab}\n" for s, lab in rows))
     (sst / "test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\t{_sentence(rng, i % 2)}\n" for i in range(30)))
 
     head = "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2"
@@ -104,11 +104,12 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     assert len(scores) == 6 and all(0.0 <= s <= 5.0 for s in scores)
 
     # The saved classifier is the best epoch's: reloading it reproduces the dev predictions.
-    from bertcli.finetune.classification.glue_data import load_task
+    import torch
+
     from bertcli.finetune.classification.glue import TASKS
+    from bertcli.finetune.classification.glue_data import load_task
     from bertcli.model import load_checkpoint
     from bertcli.tokenization.load import load_tokenizer
-    import torch
 
     model, _ = load_checkpoint(out / "sst2", head="classification")
     tok = load_tokenizer(out / "sst2").tokenizer
@@ -122,9 +123,9 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
 
 def _roberta_dir(path: Path, texts: list[str]) -> Path:
     """A tiny RoBERTa saved by transformers (model + fast tokenizer), randomly initialized."""
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
-    import torch
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -154,7 +155,8 @@ def test_transformers_roberta_directory(tmp_path):
     head = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     for name, n in (("train", 96), ("dev", 24)):
         rows = [(i % 2, _sentence(rng, i % 2), _sentence(rng, 1)) for i in range(n)]
-        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{l}\t{i}\t{i + 1}\t{a}\t{b}\n" for i, (l, a, b) in enumerate(rows)))
+        (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n"
+                                                         for i, (lab, a, b) in enumerate(rows)))
     out = tmp_path / "out"
     r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", tmp_path / "glue", "-o", out,
                 "--set", "finetune.tasks.mrpc.epochs=2", "--set", "finetune.learning_rate=1e-3",
@@ -205,10 +207,10 @@ def test_bad_input_is_one_clear_message(tmp_path):
 
 def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     """Two in-process runs with one seed give identical histories; another seed differs."""
+    from bertcli.config.recipe import load_recipe
+    from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue_run import run_glue_task
-    from bertcli.finetune.classification.glue import TASKS
-    from bertcli.config.recipe import load_recipe
 
     rng = random.Random(2)
     ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
@@ -228,10 +230,10 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     loaded; without it the encoder moves."""
     from safetensors.torch import load_file
 
+    from bertcli.config.recipe import load_recipe
+    from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import load_task
     from bertcli.finetune.classification.glue_run import run_glue_task
-    from bertcli.finetune.classification.glue import TASKS
-    from bertcli.config.recipe import load_recipe
 
     rng = random.Random(3)
     ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])

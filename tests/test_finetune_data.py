@@ -8,9 +8,9 @@ import pytest
 
 from bertcli.core.errors import UserError
 from bertcli.finetune.classification import metrics
+from bertcli.finetune.classification.glue import TASKS, get_task, resolve_hyper
 from bertcli.finetune.classification.glue_data import find_tasks, load_task
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
-from bertcli.finetune.classification.glue import TASKS, get_task, resolve_hyper
 
 # ----------------------------------------------------------------- the GLUE download's exact layout
 QUOTED = 'Amrozi accused his brother , whom he called " the witness " , of distorting his evidence .'
@@ -243,7 +243,7 @@ def test_metrics_match_sklearn_and_scipy():
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
     rng = np.random.default_rng(0)
-    for trial in range(10):
+    for _ in range(10):
         n = int(rng.integers(5, 400))
         gold = rng.integers(0, 2, n)
         pred = np.where(rng.random(n) < 0.7, gold, 1 - gold)

@@ -23,7 +23,8 @@ def _reference(ckpt, texts, layers, combine, pool, max_len=128):
         with torch.no_grad():
             hs = model(**enc, output_hidden_states=True).hidden_states
         picked = [hs[i][0] for i in layers]
-        x = torch.cat(picked, -1) if combine == "concat" else torch.stack(picked).sum(0) / (len(picked) if combine == "mean" else 1)
+        x = (torch.cat(picked, -1) if combine == "concat"
+             else torch.stack(picked).sum(0) / (len(picked) if combine == "mean" else 1))
         out.append(x[0] if pool == "cls" else x.mean(0) if pool == "mean" else x)
     return out
 

@@ -74,8 +74,8 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
     in-process: windows of 24 sub-tokens, every dev word predicted once, entity F1 far above
     chance (~0). `tokenizers`' Unigram trainer keeps only ~90 pieces of this tiny corpus, so the
     ALBERT model reads most words letter by letter and learns slower (measured 0.53)."""
-    from bertcli.finetune.tagging.task import run_ner
     from bertcli.config.recipe import load_recipe
+    from bertcli.finetune.tagging.task import run_ner
 
     ckpt = tiny_checkpoint(tmp_path / "ckpt", corpus_texts(), kind=kind)
     data = _data(tmp_path / "data", random.Random(6), n_train=320, n_dev=60)
@@ -89,8 +89,8 @@ def test_other_families_tag_every_word(tmp_path, kind, least):
 
 
 def _task(data_dir, *sets):
-    from bertcli.finetune.tagging.task import NerTask
     from bertcli.config.recipe import load_recipe
+    from bertcli.finetune.tagging.task import NerTask
 
     task = NerTask(load_recipe("ner", list(sets)).finetune, data_dir)
     task.data = task.read()

@@ -47,7 +47,8 @@ def test_glue_trains_on_the_first_n_rows(tmp_path):
     from test_finetune_cli import write_tasks
 
     data = write_tasks(tmp_path / "glue", n_sst=64)
-    ckpt = tiny_checkpoint(tmp_path / "ckpt", [ln.split("\t")[0] for ln in (data / "SST-2" / "train.tsv").read_text().splitlines()])
+    ckpt = tiny_checkpoint(tmp_path / "ckpt",
+                           [ln.split("\t")[0] for ln in (data / "SST-2" / "train.tsv").read_text().splitlines()])
     out = tmp_path / "out"
     r = run_cli("finetune", "glue", "-c", ckpt, "-t", "sst2", "-d", data, "-o", out, *COMMON,
                 "--set", f"finetune.batch_size={BATCH}", "--set", "finetune.epochs=1",
@@ -107,7 +108,8 @@ def test_every_split_type_is_cut_alike():
     from bertcli.finetune.task import TaskSplits
 
     text = Split("train", "f", ["a", "b", "c"], ["x", "y", "z"], np.array([0, 1, 0]), ["0", "1", "2"]).head(2)
-    assert (text.text_a, text.text_b, text.labels.tolist(), text.ids, len(text)) == (["a", "b"], ["x", "y"], [0, 1], ["0", "1"], 2)
+    assert ((text.text_a, text.text_b, text.labels.tolist(), text.ids, len(text))
+            == (["a", "b"], ["x", "y"], [0, 1], ["0", "1"], 2))
     tags = TagSplit("train", "f", [["a"], ["b", "c"], ["d"]], [["O"], ["B-X", "O"], ["O"]], ["f:1", "f:3", "f:6"]).head(2)
     assert (tags.tokens, tags.tags, tags.lines, len(tags)) == ([["a"], ["b", "c"]], [["O"], ["B-X", "O"]], ["f:1", "f:3"], 2)
     qa = SquadSplit("train", "f", ["c0", "c1"], ["q0", "q1", "q2"], ["?0", "?1", "?2"], [1, 1, 0],

@@ -123,7 +123,7 @@ def test_windows_predict_every_word_once(kind):
     rng = random.Random(2)
     sentences = [sum((tagged_sentence(rng)[0] for _ in range(rng.randint(1, 6))), []) for _ in range(40)]
     sentences.append(["x\u200b", "\u200b", "paris"])                  # a word that gives no sub-token
-    for words, (ids, word, first) in zip(sentences, align(tok, sentences, unk_id=1)):
+    for words, (_ids, word, first) in zip(sentences, align(tok, sentences, unk_id=1)):
         assert np.all(np.diff(word) >= 0) and set(word.tolist()) == set(range(len(words)))
         assert sorted(word[first].tolist()) == list(range(len(words)))        # one labelled sub-token each
         for room, overlap in ((6, 2), (11, 4), (40, 10)):

@@ -323,8 +323,9 @@ def test_every_reading_command_takes_encoding_and_checks_the_name(main, tmp_path
 
 
 def test_encoding_flag_utf16_and_boms_read_the_same_records(tmp_path):
-    from bertcli.finetune.classification.classify import load_classify
     from test_finetune_classify import _cfg
+
+    from bertcli.finetune.classification.classify import load_classify
 
     text = "text,label\ncaf\xe9 au lait,pos\nna\xefve film,neg\n"
     files = {"latin1.csv": (text.encode("latin1"), "latin1"), "utf8.csv": (text.encode("utf-8"), None),
@@ -360,8 +361,9 @@ def test_the_recipes_bound_applies_to_finetune_files(main, tmp_path):
 
 
 def test_fields_over_csvs_default_limit_but_within_the_bound_are_read(tmp_path):
-    from bertcli.finetune.classification.classify import load_classify
     from test_finetune_classify import _cfg
+
+    from bertcli.finetune.classification.classify import load_classify
 
     p = tmp_path / "t.csv"
     long = "word " * 60_000                   # 300 KB: over csv's default 131,072-character field limit

@@ -105,13 +105,13 @@ def test_a_quoted_tsv_field_is_read_the_same_by_training_and_serving(tmp_path):
     fine-tuning kept the quotes. Now every reader keeps them: a .tsv has no quoting."""
     from test_finetune_classify import _cfg
 
+    from bertcli.config.sections import CorpusConfig, SourceConfig
     from bertcli.corpus.readers import ReadStats, read_source, resolve
     from bertcli.export.features import iter_texts
     from bertcli.export.inputs import read_records
     from bertcli.finetune.classification.classify import load_classify
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import read_tsv_split
-    from bertcli.config.sections import CorpusConfig, SourceConfig
 
     texts = [QUOTED, 'mid "quote', '"whole"', '""', "tab\\tless"]
     p = tmp_path / "q.tsv"

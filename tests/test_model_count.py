@@ -8,9 +8,9 @@ import torch
 import transformers as tf
 
 from bertcli.config.model import encoder_config
+from bertcli.config.recipe import load_recipe, shipped_recipes
 from bertcli.model.count import DEFAULT_PAD, parameter_counts
 from bertcli.model.hf import to_hf_config
-from bertcli.config.recipe import load_recipe, shipped_recipes
 
 DESIGN = {"bert-base": 110_106_428, "bert-large": 336_226_108, "roberta-base": 124_697_433,
           "albert-base": 11_813_810, "albert-large": 17_847_474, "albert-xlarge": 59_021_490,

@@ -12,11 +12,10 @@ import pytest
 import torch
 import transformers as tf
 from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
-
 from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING_NAMES
 
-from bertcli.model import build_model, load_checkpoint, save_checkpoint
 from bertcli.config.families import family_spec
+from bertcli.model import build_model, load_checkpoint, save_checkpoint
 
 TOL = dict(atol=1e-5, rtol=0)
 

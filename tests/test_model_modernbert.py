@@ -16,9 +16,9 @@ from test_finetune_cli import write_tasks
 from test_model_equivalence import TOL, hf_config
 from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
+from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
-from bertcli.config.recipe import load_recipe
 from bertcli.train.schedule import lr_multiplier
 
 
@@ -116,7 +116,7 @@ def test_per_token_heads_match_transformers_both_ways(tmp_path, head, cls):
 # ---------------------------------------------------------------------------------- recipes
 def test_recipes_carry_the_papers_settings():
     base, large = load_recipe("modernbert-base"), load_recipe("modernbert-large")
-    for r, (L, H, A, I) in ((base, (22, 768, 12, 1152)), (large, (28, 1024, 16, 2624))):
+    for r, (L, H, A, I) in ((base, (22, 768, 12, 1152)), (large, (28, 1024, 16, 2624))):  # noqa: E741 (the paper's letters)
         m = r.model
         assert (m.num_hidden_layers, m.hidden_size, m.num_attention_heads, m.intermediate_size) == (L, H, A, I)
         assert (m.local_attention, m.global_attn_every_n_layers) == (128, 3)

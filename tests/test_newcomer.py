@@ -9,14 +9,13 @@ import re
 
 import pytest
 import yaml
+from conftest import ONE_THREAD, assert_user_error, run_cli
 from rich.console import Console
+from test_finetune_cli import _roberta_dir
+from test_train_cli import TINY
 
 from bertcli.config.recipe import load_recipe
 from bertcli.train.metrics import LiveView
-from conftest import ONE_THREAD, assert_user_error, run_cli
-
-from test_finetune_cli import _roberta_dir
-from test_train_cli import TINY
 
 NARROW = {**ONE_THREAD, "COLUMNS": "80"}
 

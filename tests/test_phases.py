@@ -9,17 +9,17 @@ import shutil
 
 import pytest
 import torch
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import hf_save_stub as _hf_save
 
-from bertcli.core.errors import UserError
+from bertcli.config.phases import phase_of, plan
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import PhaseData, Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.phases import PhaseLR
-from bertcli.config.phases import phase_of, plan
 from bertcli.train.schedule import lr_multiplier
-
-from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=12", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=100", "train.eval_batches=2", "train.save_every=4",

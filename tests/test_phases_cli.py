@@ -12,11 +12,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from conftest import ONE_THREAD, finish, popen_cli, run_cli, wait_paused
 
 from bertcli.train import checkpoint as ck
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.schedule import lr_multiplier
-from conftest import ONE_THREAD, finish, popen_cli, run_cli, wait_paused
 
 pytestmark = pytest.mark.slow
 

@@ -163,6 +163,6 @@ def test_answer_span_is_the_best_valid_span(exported):
     out = p.backend.run(feed)
     s, e = out["start_logits"][0], out["end_logits"][0]
     inside = [i for i, sid in enumerate(enc.sequence_ids) if sid == 1]
-    best = max(((s[i] + e[j], i, j) for i in inside for j in inside if i <= j < i + 30))
+    best = max((s[i] + e[j], i, j) for i in inside for j in inside if i <= j < i + 30)
     _, i, j = best
     assert (pred["start"], pred["end"]) == (enc.offsets[i][0], enc.offsets[j][1])

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 import yaml
-
-from bertcli.core.errors import UserError
-from bertcli.config.recipe import Recipe, explain, load_recipe, shipped_recipes
 from conftest import assert_user_error
+
+from bertcli.config.recipe import Recipe, explain, load_recipe, shipped_recipes
+from bertcli.core.errors import UserError
 
 EXPECTED_RECIPES = {
     "bert-tiny", "bert-base", "bert-large", "roberta-tiny", "roberta-base",

@@ -11,9 +11,9 @@ import json
 import pytest
 from conftest import ONE_THREAD, run_cli
 
+from bertcli.config.sections import CorpusConfig, SourceConfig, TokenizerConfig
 from bertcli.corpus.build import documents, resolve_sources
 from bertcli.corpus.readers import ReadStats
-from bertcli.config.sections import CorpusConfig, SourceConfig, TokenizerConfig
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 
 SPECIALS = {"wordpiece": "bert", "bpe": "roberta", "unigram": "albert"}

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 import typer
 from conftest import assert_user_error, run_cli
-from safety_helpers import (assert_kept, dead_pid, fake_marker, snapshot, temp_marker, write_classify, write_ner,
-                            write_texts)
+from safety_helpers import assert_kept, dead_pid, fake_marker, snapshot, temp_marker, write_classify, write_ner, write_texts
 
 from bertcli.core.errors import UserError
 
@@ -281,9 +280,9 @@ def test_a_second_writer_fails_at_once_naming_the_holder(command, tmp_path, ckpt
 
 # ------------------------------------------------------------------------------ temporaries
 def test_only_bertcli_temporaries_of_dead_processes_are_removed(tmp_path):
-    from bertcli.core.outputs import remove_stale_temporaries
-
     from safety_helpers import foreign_neighbours
+
+    from bertcli.core.outputs import remove_stale_temporaries
 
     foreign_neighbours(tmp_path)
     dead = dead_pid()
@@ -315,8 +314,8 @@ def test_only_bertcli_temporaries_of_dead_processes_are_removed(tmp_path):
 def test_temporaries_carry_the_prefix_and_the_owner(tmp_path):
     import json
 
-    from bertcli.core.outputs import TEMP_MARKER, temporary_dir
     from bertcli.core.fs import temporary_file
+    from bertcli.core.outputs import TEMP_MARKER, temporary_dir
 
     t = temporary_dir(tmp_path / "out")
     assert t.parent == tmp_path and t.name.startswith(".out.bertcli-tmp-")
@@ -337,7 +336,7 @@ def _tmp_with(tmp_path, files: dict[str, str]) -> Path:
 
 
 def test_install_new_directory_is_one_rename_and_marked(tmp_path):
-    from bertcli.core.outputs import listed_files, install
+    from bertcli.core.outputs import install, listed_files
 
     t = _tmp_with(tmp_path, {"a.txt": "1", "sub/b.txt": "2"})
     install(t, tmp_path / "out")

@@ -22,16 +22,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import ONE_THREAD, assert_user_error, run_cli
 from safetensors.torch import load_file, save_file, save_model
+from test_checks_resume import _pretrain, model_records, recipe_for
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
 from bertcli.core.errors import UserError
 from bertcli.model.manifest import MANIFEST, verify_checkpoint, write_manifest
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.pipeline import prepare_run
-from conftest import ONE_THREAD, assert_user_error, run_cli
-from test_checks_resume import _pretrain, model_records, recipe_for
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

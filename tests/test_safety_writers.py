@@ -15,8 +15,19 @@ from pathlib import Path
 
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
-from safety_helpers import (FT, NER_FT, SQUAD_FT, STAGE, assert_kept, foreign_neighbours, snapshot, write_classify,
-                            write_ner, write_sst2, write_texts)
+from safety_helpers import (
+    FT,
+    NER_FT,
+    SQUAD_FT,
+    STAGE,
+    assert_kept,
+    foreign_neighbours,
+    snapshot,
+    write_classify,
+    write_ner,
+    write_sst2,
+    write_texts,
+)
 
 pytestmark = pytest.mark.slow      # real runs of every writing command (each sized to seconds)
 

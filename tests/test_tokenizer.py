@@ -9,10 +9,10 @@ import random
 import pytest
 from conftest import assert_user_error, write_documents
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
-from bertcli.tokenization.load import SPECIAL_TOKENS, load_tokenizer
+from bertcli.core.errors import UserError
 from bertcli.tokenization.build import ensure_tokenizer, run_tokenize
+from bertcli.tokenization.load import SPECIAL_TOKENS, load_tokenizer
 from bertcli.tokenization.train import new_tokenizer
 
 WORDS = ("the model reads a sentence and predicts masked words from their context while training on "

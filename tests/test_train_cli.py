@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
-import shutil
-
 import pytest
 import torch
+from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused, write_documents
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.pipeline import prepare_run
-from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused, write_documents
 
 pytestmark = pytest.mark.slow
 

@@ -11,15 +11,15 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
+from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import hf_save_stub as _hf_save
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import load_recipe
+from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.distributed import Dist, init, shutdown
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-
-from train_standins import RowDataset, TinyModel, collate, one_thread, hf_save_stub as _hf_save  # noqa: F401 (fixture)
 
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=4",
@@ -28,12 +28,12 @@ BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "trai
 
 
 
-def run(tmp_path, *overrides, dist=Dist(), resume=None, dropout=0.1, name="run", model_seed=0):
+def run(tmp_path, *overrides, dist=None, resume=None, dropout=0.1, name="run", model_seed=0):
     recipe = load_recipe(None, BASE + list(overrides))
     torch.manual_seed(model_seed)
     inputs = TrainInputs(recipe=recipe, model=TinyModel(dropout=dropout), train_dataset=RowDataset(37),
                          val_dataset=RowDataset(10, offset=1000), n_train=37, n_val=10, collate=collate,
-                         hf_save=_hf_save, run_dir=tmp_path / name, dist=dist, resume=resume)
+                         hf_save=_hf_save, run_dir=tmp_path / name, dist=dist or Dist(), resume=resume)
     trainer = Trainer(inputs)
     result = trainer.fit()
     return trainer, result, read_metrics(tmp_path / name / "metrics.jsonl")

@@ -11,17 +11,15 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from train_standins import TinyModel
 
 from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.metrics import MetricsLog, read_metrics
 from bertcli.train.optim import Lamb, build_optimizer, param_groups
-from bertcli.train.precision import (StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step,
-                                    resolve_device)
+from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step, resolve_device
 from bertcli.train.sampler import EpochOrder, EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler, lr_multiplier
-
-from train_standins import TinyModel
 
 
 # ----------------------------------------------------------------------------------- LAMB

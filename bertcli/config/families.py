@@ -33,11 +33,26 @@ CONTRACT for other stages (finetune, squad, export):
 
 from __future__ import annotations
 
+import functools
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Literal
 
 ROLES = ("pad", "unk", "cls", "sep", "mask")
+
+# The values of the behaviour flags; FamilySpec refuses any other when it is made.
+TokenizerKind = Literal["wordpiece", "bpe", "unigram"]
+PairTemplate = Literal["cls_sep", "double_sep"]
+Positions = Literal["learned", "offset", "rotary"]
+FeedForward = Literal["gelu", "geglu"]
+NormPlacement = Literal["post", "pre"]
+PairHead = Literal["nsp", "sop", "none"]
+MlmActivation = Literal["hidden_act", "gelu"]
+TaskHead = Literal["plain", "dense_tanh", "prediction_head"]
+Attention = Literal["global", "alternating"]
+Init = Literal["normal", "scaled"]
 
 
 def _frozen(**kw) -> Mapping:
@@ -50,8 +65,8 @@ class HFNames:
     encoder and absolute for the heads. `None`: the family has no such tensor."""
 
     word: str = "embeddings.word_embeddings"
-    position: Optional[str] = "embeddings.position_embeddings"
-    token_type: Optional[str] = "embeddings.token_type_embeddings"
+    position: str | None = "embeddings.position_embeddings"
+    token_type: str | None = "embeddings.token_type_embeddings"
     embedding_norm: str = "embeddings.LayerNorm"
     projection: str = "encoder.embedding_hidden_mapping_in"
     layer: str = "encoder.layer.{}."                       # one stored layer
@@ -67,9 +82,9 @@ class HFNames:
     mlm_norm: str = "cls.predictions.transform.LayerNorm"
     mlm_bias: str = "cls.predictions.bias"
     decoder: str = "cls.predictions.decoder"              # tied weight (+ a bias alias in v4 files)
-    pair: Optional[str] = "cls.seq_relationship"
-    cls_dense: Optional[str] = None                       # sequence-classification head's own transform
-    cls_norm: Optional[str] = None
+    pair: str | None = "cls.seq_relationship"
+    cls_dense: str | None = None                       # sequence-classification head's own transform
+    cls_norm: str | None = None
     classifier: str = "classifier"                        # sequence classification output layer
     token_classifier: str = "classifier"                  # *ForTokenClassification output layer
     qa: str = "qa_outputs"                                # *ForQuestionAnswering output layer (2 logits)
@@ -84,8 +99,8 @@ class FamilySpec:
     defaults: Mapping = field(default_factory=_frozen)
     # --- tokenizer
     special_tokens: Mapping = field(default_factory=_frozen)  # role -> token, in id order
-    tokenizer_kind: str = "wordpiece"           # the kind its shipped recipes use
-    pair_template: str = "cls_sep"              # cls_sep: [CLS] A [SEP] B [SEP]; double_sep: <s> A </s></s> B </s>
+    tokenizer_kind: TokenizerKind = "wordpiece"  # the kind its shipped recipes use
+    pair_template: PairTemplate = "cls_sep"     # cls_sep: [CLS] A [SEP] B [SEP]; double_sep: <s> A </s></s> B </s>
     mask_lstrip: bool = False                   # the mask token swallows the space before it
     tokenizer_classes: Mapping = field(default_factory=_frozen)  # kind -> transformers class
     hf_token_ids: tuple = ()                    # (config.json key, role) written from the tokenizer set
@@ -100,25 +115,31 @@ class FamilySpec:
     names: HFNames = HFNames()
     hf_groups: bool = False                     # transformers stores shared layer groups (ALBERT)
     # --- behaviour
-    positions: str = "learned"                  # learned | offset (RoBERTa: from padding_idx + 1) | rotary
+    positions: Positions = "learned"            # learned | offset (RoBERTa: from padding_idx + 1) | rotary
     position_padding_row: bool = False          # the position table has a padding row (RoBERTa)
     uses_token_types: bool = True               # tokenizers/exports feed token_type_ids (RoBERTa: all 0)
     token_type_embeddings: bool = True          # a token-type table (RoBERTa keeps a 1-row one)
-    feed_forward: str = "gelu"                  # gelu (dense, act, dense) | geglu (Wi -> 2I, act(x) * gate)
+    feed_forward: FeedForward = "gelu"          # gelu (dense, act, dense) | geglu (Wi -> 2I, act(x) * gate)
     biases: bool = True                         # linear layers and LayerNorms have biases
-    norm: str = "post"                          # default placement: post | pre
+    norm: NormPlacement = "post"                # default placement: post | pre
     first_attention_norm: bool = True           # pre-LN: layer 0 normalizes its input (ModernBERT: identity)
     embedding_norm: bool = True
     always_project: bool = False                # an E -> H projection even when E == H (ALBERT)
-    pair_head: str = "nsp"                      # nsp | sop | none
+    pair_head: PairHead = "nsp"                 # nsp | sop | none
     pair_dropout: bool = False                  # dropout before the pair head (AlbertSOPHead)
     pooler: bool = True                         # dense + tanh on [CLS]
-    mlm_activation: str = "hidden_act"          # hidden_act | gelu (RobertaLMHead always exact GELU)
-    task_head: str = "plain"                    # plain | dense_tanh (RoBERTa classifier) | prediction_head
-    attention: str = "global"                   # global | alternating (local windows, a global layer every n)
-    init: str = "normal"                        # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
+    mlm_activation: MlmActivation = "hidden_act"  # hidden_act | gelu (RobertaLMHead always exact GELU)
+    task_head: TaskHead = "plain"               # plain | dense_tanh (RoBERTa classifier) | prediction_head
+    attention: Attention = "global"             # global | alternating (local windows, a global layer every n)
+    init: Init = "normal"                       # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
     hf_dropout_elsewhere: bool = False          # transformers puts the dropouts in other places (training only)
     vocab_multiple: int = 8                     # tokenizer.extend rounds the embedding rows up to a multiple of this
+
+    def __post_init__(self) -> None:
+        # A misspelt flag would quietly take another branch of the encoder; refuse it here instead.
+        for name, allowed in _flag_values().items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"FamilySpec {self.name!r}: {name}={getattr(self, name)!r} is not one of {allowed}")
 
     @property
     def token_ids(self) -> dict[str, int]:
@@ -129,10 +150,12 @@ class FamilySpec:
     def pad_id(self) -> int:
         return self.token_ids["pad"]
 
-    @property
-    def pair_objective(self) -> str:
-        """The data.objective its pretraining head needs (`none`: MLM only)."""
-        return self.pair_head
+
+@functools.cache
+def _flag_values() -> dict[str, tuple]:
+    """field -> its allowed values, for every FamilySpec field typed as a Literal."""
+    hints = typing.get_type_hints(FamilySpec)
+    return {name: typing.get_args(h) for name, h in hints.items() if typing.get_origin(h) is Literal}
 
 
 def position_offset(spec: FamilySpec, pad_token_id: int) -> int:
@@ -260,6 +283,10 @@ MODERNBERT = FamilySpec(
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
+# The names as a type, for the recipe sections (a type checker cannot read them from FAMILIES).
+FamilyName = Literal["bert", "roberta", "albert", "modernbert"]
+if typing.get_args(FamilyName) != FAMILY_NAMES:
+    raise ImportError(f"FamilyName lists {typing.get_args(FamilyName)}, FAMILIES has {FAMILY_NAMES}: make them agree")
 
 
 def family_spec(name: str) -> FamilySpec:
@@ -267,6 +294,6 @@ def family_spec(name: str) -> FamilySpec:
     return FAMILIES[name]
 
 
-def spec_for_model_type(model_type) -> Optional[FamilySpec]:
+def spec_for_model_type(model_type) -> FamilySpec | None:
     """The family whose transformers model_type this is, or None."""
     return next((s for s in FAMILIES.values() if s.model_type == model_type), None)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
 
-from bertcli.core.errors import UserError
 from bertcli.config.families import FAMILIES, FamilySpec, family_spec, position_offset
 from bertcli.config.sections import ModelConfig
+from bertcli.core.errors import UserError
 
 ACTIVATIONS = ("gelu", "gelu_new")
 
@@ -42,7 +41,7 @@ class EncoderConfig:
     classifier_dropout: float
     pad_token_id: int
     # Fine-tuning head only: label names (len 1 = regression).
-    labels: Optional[tuple[str, ...]] = None
+    labels: tuple[str, ...] | None = None
     # Alternating attention (spec.attention): sliding window of `local_attention` tokens (a
     # token sees those within local_attention // 2 on each side) except on every
     # `global_attn_every_n_layers`-th layer, from layer 0. 0 = every layer global.
@@ -109,10 +108,10 @@ class EncoderConfig:
     def num_ffn_blocks(self) -> int:
         return self.num_hidden_groups if self.sharing in ("all", "ffn") else self.num_hidden_layers
 
-    def replace(self, **changes) -> "EncoderConfig":
+    def replace(self, **changes) -> EncoderConfig:
         return dataclasses.replace(self, **changes)
 
-    def validate(self, where: str | None = None) -> "EncoderConfig":
+    def validate(self, where: str | None = None) -> EncoderConfig:
         """Check the rules the modules rely on; raise UserError naming the field."""
 
         def fail(what: str, fix: str | None = None):
@@ -172,7 +171,7 @@ NO_LOCAL_ATTENTION = dict(local_attention=0, global_attn_every_n_layers=1, globa
 
 
 def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
-                   labels: Optional[tuple[str, ...]] = None) -> EncoderConfig:
+                   labels: tuple[str, ...] | None = None) -> EncoderConfig:
     """Resolve a recipe `model` section (None fields take the family's defaults, by
     `resolve_model`, on a copy) into an EncoderConfig."""
     m = resolve_model(dataclasses.replace(model_cfg))

@@ -17,17 +17,16 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
 from bertcli.config import sections
-from bertcli.config.phases import parse_duration, plan
-from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
-from bertcli.core.errors import UserError, did_you_mean
-from bertcli.config.model import resolve_model
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
+from bertcli.config.model import resolve_model
+from bertcli.config.phases import parse_duration, plan
+from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
 from bertcli.config.sections import (
     CorpusConfig,
     DataConfig,
@@ -38,15 +37,16 @@ from bertcli.config.sections import (
     TrainConfig,
 )
 from bertcli.core import console
+from bertcli.core.errors import UserError, did_you_mean
 
 
 @dataclass
 class Recipe:
     name: str = "bertcli"
     """Name of the run; the default output directory is runs/NAME."""
-    output_dir: Optional[str] = field(default=None, metadata={"hash": False})
+    output_dir: str | None = field(default=None, metadata={"hash": False})
     """Where the run (metrics, checkpoints) and its cached stages are written. Default: runs/NAME."""
-    cache_dir: Optional[str] = field(default=None, metadata={"hash": False})
+    cache_dir: str | None = field(default=None, metadata={"hash": False})
     """Where cached stages (corpus, tokenizer, data) go, to share them between recipes.
     Default: output_dir."""
     seed: int = field(default=42, metadata={"ge": 0})
@@ -255,7 +255,7 @@ def resolve(r: Recipe) -> None:
         tr.warmup_steps = round(tr.warmup_ratio * tr.max_steps)
 
 
-def position_offset(m: ModelConfig, special_tokens: Optional[str] = None) -> int:
+def position_offset(m: ModelConfig, special_tokens: str | None = None) -> int:
     """Index of the first position embedding used (RoBERTa: padding_idx + 1 = 2), with the pad
     id of the special-token set (default: the family's own)."""
     pad = family_spec(special_tokens or m.family).pad_id

@@ -12,7 +12,7 @@ the bounds, a float setting must be finite (nan and inf are refused for every fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Union
+from typing import Literal
 
 from bertcli.config.families import FAMILY_NAMES  # pure data: the registry of model families
 
@@ -49,11 +49,11 @@ class SourceConfig:
     between documents. `documents`: one document per line, split into sentences by bertcli."""
     text_field: str = "text"
     """Column holding the text in jsonl/json/parquet/csv files and hub datasets."""
-    name: Optional[str] = None
+    name: str | None = None
     """Hub datasets: the configuration name (e.g. `wikitext-103-raw-v1`)."""
     split: str = "train"
     """Hub datasets: the split to read."""
-    max_documents: Optional[int] = num(None, ge=1)
+    max_documents: int | None = num(None, ge=1)
     """Read at most this many documents from this source."""
 
 
@@ -83,13 +83,13 @@ class TokenizerConfig:
     """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
     vocab_size: int = num(30522, ge=32)
     """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
-    special_tokens: Optional[Literal[FAMILY_NAMES]] = None
+    special_tokens: Literal[FAMILY_NAMES] | None = None
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
     <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
     lowercase: bool = True
     """Lowercase text before tokenizing (BERT uncased). RoBERTa's byte-level BPE keeps case: the
     roberta recipes set false (a lowercased BPE is saved as a generic PreTrainedTokenizerFast)."""
-    strip_accents: Optional[bool] = None
+    strip_accents: bool | None = None
     """Remove accents (NFD, drop combining marks). Default: same as `lowercase`, as in BERT."""
     split_cjk: bool = True
     """WordPiece: put spaces around CJK ideographs so each is its own word (BERT's
@@ -97,7 +97,7 @@ class TokenizerConfig:
     SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
     min_frequency: int = num(2, ge=1)
     """Pieces seen fewer times than this are not added to the vocabulary."""
-    limit_alphabet: Union[Literal["auto"], int] = num("auto", ge=1)
+    limit_alphabet: Literal["auto"] | int = num("auto", ge=1)
     """WordPiece: the characters of the initial alphabet; others become [UNK]. `auto`: every
     character seen at least `min_frequency` times (Chinese text needs thousands), and never fewer
     than the 1,000 most frequent (the `tokenizers` default; characters tied with the last are
@@ -105,11 +105,11 @@ class TokenizerConfig:
     256 bytes; Unigram keeps every character."""
     max_piece_length: int = num(16, ge=1)
     """Unigram: longest piece, in characters."""
-    sample_documents: Optional[int] = num(None, ge=1)
+    sample_documents: int | None = num(None, ge=1)
     """Train on the first N documents only (the whole corpus is still used for data)."""
     model_max_length: int = num(512, ge=8)
     """Written to tokenizer_config.json for transformers."""
-    extend: Optional[int] = num(None, ge=1)
+    extend: int | None = num(None, ge=1)
     """With model.init_from only: add up to N tokens to the adopted tokenizer, the corpus words
     (or pieces) it splits into two or more pieces, most frequent first; their embedding rows and
     MLM decoder bias start as the mean of those pieces' (bertcli/tokenization/extend.py)."""
@@ -143,7 +143,7 @@ class DataConfig:
     mask_count: Literal["fixed", "bernoulli"] = "fixed"
     """`fixed`: exactly min(max_predictions_per_seq, max(1, round(n * p))) per row, as Google's
     builder. `bernoulli`: each token independently with probability p, as transformers."""
-    max_predictions_per_seq: Optional[int] = num(20, ge=1)
+    max_predictions_per_seq: int | None = num(20, ge=1)
     """Cap on selected tokens per row (Google: 20 at 128 tokens, 80 at 512). null: no cap."""
     whole_word: bool = False
     """Select whole words: all pieces of a word are masked together."""
@@ -153,7 +153,7 @@ class DataConfig:
     word_segmenter: Literal["none", "jieba"] = "none"
     """Chinese whole-word masking: group CJK characters into words with jieba (`pip install
     bertcli[chinese]`). Without it every CJK character is its own word."""
-    num_proc: Optional[int] = num(None, ge=1, hash=False)
+    num_proc: int | None = num(None, ge=1, hash=False)
     """Worker processes for building (default: all cores). The result does not depend on it."""
     documents_per_shard: int = num(1000, ge=1, hash=False)
     """Documents handed to a worker at a time; bounds memory, does not change the result."""
@@ -167,7 +167,7 @@ class ModelConfig:
     (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head),
     modernbert (ModernBertForMaskedLM: rotary, GeGLU, no biases, alternating local/global
     attention; MLM head only)."""
-    vocab_size: Optional[int] = num(None, ge=8)
+    vocab_size: int | None = num(None, ge=8)
     """Default: the trained tokenizer's size. When set, the tokenizer must have exactly this many."""
     hidden_size: int = num(768, ge=8)
     """Width H of every layer."""
@@ -177,53 +177,53 @@ class ModelConfig:
     """Heads A; must divide hidden_size."""
     intermediate_size: int = num(3072, ge=1)
     """Feed-forward width (4H in the papers)."""
-    embedding_size: Optional[int] = num(None, ge=8)
+    embedding_size: int | None = num(None, ge=8)
     """Embedding width E; E ≠ H adds an E→H projection (ALBERT's factorization; albert models
     always have it). Default: H, or 128 for albert. transformers cannot load bert/roberta
     checkpoints with E ≠ H (bertcli can)."""
-    hidden_act: Optional[Literal["gelu", "gelu_new"]] = None
+    hidden_act: Literal["gelu", "gelu_new"] | None = None
     """`gelu` (exact erf) or `gelu_new` (tanh approximation). Default: gelu, gelu_new for albert.
     modernbert's GeGLU gates with it."""
     hidden_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on embeddings and sublayer outputs (ALBERT's paper: 0)."""
     attention_probs_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on attention probabilities."""
-    max_position_embeddings: Optional[int] = num(None, ge=8)
+    max_position_embeddings: int | None = num(None, ge=8)
     """Learned positions. Default: 512, or 514 for roberta, whose positions start at
     padding_idx + 1 = 2. modernbert (rotary, no table): the longest sequence, 8192."""
-    type_vocab_size: Optional[int] = num(None, ge=1)
+    type_vocab_size: int | None = num(None, ge=1)
     """Token-type (segment) embeddings. Default: 2, or 1 for roberta (modernbert has none)."""
-    layer_norm_eps: Optional[float] = num(None, gt=0.0)
+    layer_norm_eps: float | None = num(None, gt=0.0)
     """Default: 1e-12, or 1e-5 for roberta and modernbert."""
     initializer_range: float = num(0.02, gt=0.0)
     """Std of the initialization, as transformers: normal(0, std) for linear and embedding
     weights, zero biases, LayerNorm 1 and 0."""
-    sharing: Optional[Literal["none", "all", "attention", "ffn"]] = None
+    sharing: Literal["none", "all", "attention", "ffn"] | None = None
     """Cross-layer parameter sharing: `all` (ALBERT), or only the attention or feed-forward
     sublayers (ALBERT's ablation). Default: none, all for albert."""
     num_hidden_groups: int = num(1, ge=1)
     """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
-    norm: Optional[Literal["post", "pre"]] = None
+    norm: Literal["post", "pre"] | None = None
     """LayerNorm after each residual (the papers) or before each sublayer, plus a final LayerNorm
     (more stable at depth). Default: post, pre for modernbert. A checkpoint whose placement is
     not its family's round-trips in bertcli (config.json's `bertcli` block) but transformers
     would run it the family's way: a warning says so when saving."""
-    classifier_dropout: Optional[float] = num(None, ge=0.0, le=1.0)
+    classifier_dropout: float | None = num(None, ge=0.0, le=1.0)
     """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
-    local_attention: Optional[int] = num(None, ge=0)
+    local_attention: int | None = num(None, ge=0)
     """Sliding-window width in tokens of the local attention layers (modernbert: 128, i.e. each
     token sees 64 on either side, as transformers' `local_attention`). 0: every layer global.
     Default: 128 for modernbert; families with global attention only take 0."""
-    global_attn_every_n_layers: Optional[int] = num(None, ge=1)
+    global_attn_every_n_layers: int | None = num(None, ge=1)
     """With local attention: every n-th layer (from layer 0) attends globally. Default: 3."""
-    global_rope_theta: Optional[float] = num(None, gt=0.0)
+    global_rope_theta: float | None = num(None, gt=0.0)
     """Rotary positions: base of the frequencies on global layers. Default: 160,000 (modernbert)."""
-    local_rope_theta: Optional[float] = num(None, gt=0.0)
+    local_rope_theta: float | None = num(None, gt=0.0)
     """Rotary positions: base of the frequencies on local layers. Default: 10,000 (modernbert)."""
     classifier_pooling: Literal["cls", "mean"] = "cls"
     """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
     (`mean`), as transformers' `classifier_pooling`; the other families pool [CLS]."""
-    init_from: Optional[str] = None
+    init_from: str | None = None
     """Continued pretraining: a checkpoint directory written by bertcli or transformers' save_pretrained
     (*ForPreTraining, *ForMaskedLM or a bare *Model) to start from instead of random weights. The shape
     keys come from its config.json (a recipe key that contradicts it is an error; dropout may change,
@@ -235,26 +235,26 @@ class ModelConfig:
 class PhaseConfig:
     """One phase of a multi-phase run (train.phases); see bertcli.train.phases."""
 
-    name: Optional[str] = None
+    name: str | None = None
     """Name in metrics.jsonl, logs and checkpoints. Default: phase1, phase2, ..."""
-    steps: Optional[int] = num(None, ge=1)
+    steps: int | None = num(None, ge=1)
     """Optimizer steps of this phase (give this or `fraction`)."""
-    fraction: Optional[float] = num(None, gt=0.0, le=1.0)
+    fraction: float | None = num(None, gt=0.0, le=1.0)
     """This phase's share of train.max_steps (rounded; the last phase given by a fraction takes
     the rounding). The phases' lengths must add up to train.max_steps."""
     data: dict[str, object] = field(default_factory=dict)
     """Data settings of this phase over the data section's, e.g. {max_seq_length: 512,
     max_predictions_per_seq: 80}; any data key. Each phase's data is a stage of its own, built
     when the phase starts (or by `bertcli build-data --all-phases`)."""
-    batch_size: Optional[int] = num(None, ge=1)
+    batch_size: int | None = num(None, ge=1)
     """Global batch of this phase. Default: train.batch_size."""
-    micro_batch_size: Optional[int] = num(None, ge=1, hash=False)
+    micro_batch_size: int | None = num(None, ge=1, hash=False)
     """Micro-batch of this phase (longer rows need smaller ones). Default: train.micro_batch_size."""
-    learning_rate: Optional[float] = num(None, gt=0.0)
+    learning_rate: float | None = num(None, gt=0.0)
     """Peak learning rate of this phase's own schedule."""
-    warmup_steps: Optional[int] = num(None, ge=0)
+    warmup_steps: int | None = num(None, ge=0)
     """Warmup of this phase's own schedule, from its first step."""
-    schedule: Optional[str] = None
+    schedule: str | None = None
     """Decay of this phase's own schedule (a train.schedule kind). A phase that sets
     learning_rate, warmup_steps or schedule runs a schedule of its own over its steps: warmup from
     its first step, decay to train.min_lr_ratio at its last (NVIDIA's phase 2, the unset ones from
@@ -281,7 +281,7 @@ class TrainConfig:
     of the steps, then a 1 - sqrt decay."""
     warmup_steps: int = num(10000, ge=0)
     """Linear warmup from 0 to the peak learning rate."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    warmup_ratio: float | None = num(None, ge=0.0, le=1.0)
     """Warmup as a fraction of max_steps (e.g. 0.1). When set it replaces warmup_steps, so a
     run shortened with --set train.max_steps=N keeps the schedule's proportions."""
     power: float = num(1.0, gt=0.0)
@@ -295,14 +295,14 @@ class TrainConfig:
     """Optimizer steps (each of `batch_size` sequences)."""
     batch_size: int = num(256, ge=1)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: Union[int, Literal["auto"], None] = num("auto", ge=1, hash=False)
+    micro_batch_size: int | Literal["auto"] | None = num("auto", ge=1, hash=False)
     """Sequences per forward/backward on one process; the rest is gradient accumulation. `auto`:
     the largest divisor of batch_size / processes that fits the device's free memory (CPU: the
     kernel's MemAvailable and RLIMIT_AS) at data.max_seq_length, measured by probe forward passes;
     the choice is logged. null: the whole per-process batch. A size that cannot fit stops before
     the first step, naming the memory needed and available. Does not change the result (up to
     rounding)."""
-    grad_clip: Optional[float] = num(1.0, gt=0.0)
+    grad_clip: float | None = num(1.0, gt=0.0)
     """Clip the global gradient norm to this (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only)."""
@@ -316,7 +316,7 @@ class TrainConfig:
     """Log metrics every N steps."""
     eval_every: int = num(1000, ge=1)
     """Validate on the held-out split every N steps (and at the end)."""
-    eval_batches: Optional[int] = num(50, ge=1)
+    eval_batches: int | None = num(50, ge=1)
     """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
     the held-out split (null: the whole validation split)."""
     save_every: int = nohash(1000, ge=1)
@@ -331,7 +331,7 @@ class TrainConfig:
     """Multi-phase pretraining: phases run in order in one run (one step counter, one
     metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
     batch and schedule (BERT: 90% of the steps at 128 tokens, 10% at 512). Empty: one phase."""
-    max_time: Optional[str] = None
+    max_time: str | None = None
     """Time budget of the training, e.g. 90s, 30m, 24h, 1h30m, 2d: the run stops at the first step
     that ends past it, and the schedule is laid out over it (progress = the larger of elapsed /
     max_time and step / max_steps, so max_steps stays a cap). Building stages does not count."""
@@ -344,20 +344,20 @@ class TaskOverrides:
     value). Every task block (finetune.tasks.<glue task>, classify, ner, squad, squad_v2) has
     them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values."""
 
-    learning_rate: Optional[float] = num(None, gt=0.0)
+    learning_rate: float | None = num(None, gt=0.0)
     """Overrides finetune.learning_rate for this task."""
-    epochs: Optional[float] = num(None, gt=0.0)
+    epochs: float | None = num(None, gt=0.0)
     """Overrides finetune.epochs for this task (passes over its training examples)."""
-    batch_size: Optional[int] = num(None, ge=1)
+    batch_size: int | None = num(None, ge=1)
     """Overrides finetune.batch_size for this task (features per optimizer step: windows for NER
     and SQuAD)."""
-    max_seq_length: Optional[int] = num(None, ge=8)
+    max_seq_length: int | None = num(None, ge=8)
     """Overrides finetune.max_seq_length for this task (tokens per feature, special tokens
     included: pairs are truncated longest segment first, NER sentences and SQuAD contexts are
     windowed)."""
-    warmup_ratio: Optional[float] = num(None, ge=0.0, le=1.0)
+    warmup_ratio: float | None = num(None, ge=0.0, le=1.0)
     """Overrides finetune.warmup_ratio for this task."""
-    weight_decay: Optional[float] = num(None, ge=0.0)
+    weight_decay: float | None = num(None, ge=0.0)
     """Overrides finetune.weight_decay for this task."""
 
 
@@ -396,11 +396,11 @@ class ClassifyConfig(TaskOverrides):
 
     text_column: str = "text"
     """Column holding the text (--text-column)."""
-    text_pair_column: Optional[str] = None
+    text_pair_column: str | None = None
     """Column holding the second text of a pair task (--text-pair-column); null: single texts."""
     label_column: str = "label"
     """Column holding the label: strings or ints (--label-column)."""
-    id_column: Optional[str] = None
+    id_column: str | None = None
     """Column whose values key the test predictions (default: the row number)."""
     regression: bool = False
     """Predict a number (mean squared error; Pearson and Spearman) instead of a class
@@ -447,7 +447,7 @@ class FinetuneConfig:
     """AdamW second-moment decay."""
     eps: float = num(1e-6, gt=0.0)
     """AdamW epsilon."""
-    grad_clip: Optional[float] = num(1.0, gt=0.0)
+    grad_clip: float | None = num(1.0, gt=0.0)
     """Clip the global gradient norm (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """As train.precision."""
@@ -455,9 +455,9 @@ class FinetuneConfig:
     """As train.device."""
     eval_batch_size: int = num(128, ge=1, hash=False)
     """Sequences per evaluation batch."""
-    max_train_examples: Optional[int] = num(None, ge=1)
+    max_train_examples: int | None = num(None, ge=1)
     """Use only the first N training examples (quick experiments)."""
-    dropout: Optional[float] = num(0.1, ge=0.0, le=1.0)
+    dropout: float | None = num(0.1, ge=0.0, le=1.0)
     """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever
     the checkpoint was pretrained with; null keeps config.json's rates (e.g. ALBERT's 0 / 0.1)."""
     freeze_encoder: bool = False

@@ -10,9 +10,9 @@ size, mtime), so editing a corpus file or upgrading a stage rebuilds what depend
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from bertcli.config.recipe import Recipe
 from bertcli.core import console

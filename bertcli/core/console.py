@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.console import Console
 from rich.progress import (
@@ -22,7 +22,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
-
 
 
 def _console(stderr: bool) -> Console:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from bertcli.core.outputs import TEMP_TAG, install, temporary_dir
 

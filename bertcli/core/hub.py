@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import urlparse
 
 from bertcli.core.errors import UserError
@@ -34,7 +34,7 @@ def check_reachable(name: str, where: str, timeout: float = 5.0) -> None:
                 "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1; or use local files")
 
 
-def load_hub(name: str, config: Optional[str] = None, split: Optional[str] = None, where: str = "",
+def load_hub(name: str, config: str | None = None, split: str | None = None, where: str = "",
              local_hint: str = "use local files") -> Any:
     """`datasets.load_dataset(name, config, split=split)` with one clear message on failure."""
     import datasets

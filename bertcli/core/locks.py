@@ -21,8 +21,8 @@ import errno
 import fcntl
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from bertcli.core import console
 from bertcli.core.errors import UserError

@@ -30,13 +30,14 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
 
-from bertcli.core.errors import UserError
 from bertcli import __version__
 from bertcli.core import paths
-from bertcli.core.locks import _alive as alive, lock_path, run_lock
+from bertcli.core.errors import UserError
+from bertcli.core.locks import _alive as alive
+from bertcli.core.locks import lock_path, run_lock
 
 MARKER = ".bertcli-output.json"
 TEMP_MARKER = ".bertcli-temporary.json"
@@ -70,7 +71,7 @@ def _files_under(directory: Path, skip: Iterable[str] = (MARKER, TEMP_MARKER)) -
     return sorted(out)
 
 
-def listed_files(directory: Path) -> Optional[set[str]]:
+def listed_files(directory: Path) -> set[str] | None:
     """The files bertcli wrote into `directory`, as its marker lists them; None when the
     directory is not bertcli's. An export bundle made before markers existed lists its files in
     export_info.json ("files"), which is read as its marker."""
@@ -105,7 +106,7 @@ def marker_info(directory: Path) -> dict:
         return {}
 
 
-def write_marker(directory: Path, files: Iterable[str], command: Optional[str] = None) -> None:
+def write_marker(directory: Path, files: Iterable[str], command: str | None = None) -> None:
     """The marker, written atomically: the directory is bertcli's and holds these files."""
     directory = Path(directory)
     data = {"command": command or command_name(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -291,7 +292,7 @@ def _remove_listed(directory: Path, files: Iterable[str]) -> None:
             d.rmdir()                                  # only when empty
 
 
-def install(tmp: Path, final: Path, command: Optional[str] = None) -> Path:
+def install(tmp: Path, final: Path, command: str | None = None) -> Path:
     """Put the finished temporary `tmp` in place as `final`, writing its marker.
 
     - `final` absent: one rename, so it appears complete or not at all.

@@ -20,8 +20,8 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from bertcli.core.errors import UserError
 
@@ -37,7 +37,7 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # not reached
 
 
-def _refuse(path: Path, what: str, reason: str, key: Optional[str], fix: Optional[str] = None) -> UserError:
+def _refuse(path: Path, what: str, reason: str, key: str | None, fix: str | None = None) -> UserError:
     where = f"{key} = {path}" if key else str(path)
     if fix is None:
         other = (f"another {key} (--set {key}=DIR)" if not key.startswith("-") else f"another {key}") if key \
@@ -46,7 +46,7 @@ def _refuse(path: Path, what: str, reason: str, key: Optional[str], fix: Optiona
     return UserError(f"cannot write {what} at {path}: {reason}", where=where, fix=fix)
 
 
-def _probe(directory: Path) -> Optional[str]:
+def _probe(directory: Path) -> str | None:
     """None when a file can be created in `directory`, else why not."""
     try:
         fd, name = tempfile.mkstemp(prefix=".bertcli-write-probe-", dir=directory)
@@ -65,7 +65,7 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
-def check_output_dir(path: Path | str, what: str = "the output", key: Optional[str] = None) -> Path:
+def check_output_dir(path: Path | str, what: str = "the output", key: str | None = None) -> Path:
     """The directory `path` exists (or can be created) and is writable; UserError naming
     `what` and the recipe key / option `key` otherwise. Creates nothing."""
     path = Path(path)
@@ -81,7 +81,7 @@ def check_output_dir(path: Path | str, what: str = "the output", key: Optional[s
     return path
 
 
-def check_output_file(path: Path | str, what: str = "the output file", key: Optional[str] = None) -> Path:
+def check_output_file(path: Path | str, what: str = "the output file", key: str | None = None) -> Path:
     """A file that will be written at `path`: not a directory, and its directory writable."""
     path = Path(path)
     if path.is_dir():
@@ -102,7 +102,7 @@ def free_bytes(path: Path | str) -> int:
     return shutil.disk_usage(_nearest_existing(Path(path).absolute())).free
 
 
-def _space_error(path: Path, what: str, reason: str, needed: Optional[int]) -> UserError:
+def _space_error(path: Path, what: str, reason: str, needed: int | None) -> UserError:
     free = free_bytes(path)
     need = f"; it needs at least {human_bytes(needed)}, {human_bytes(free)} are free" if needed else \
         f"; {human_bytes(free)} are free"
@@ -119,7 +119,7 @@ def check_space(path: Path | str, needed: int, what: str) -> None:
 
 
 @contextlib.contextmanager
-def saving(path: Path | str, what: str, needed: Optional[int] = None) -> Iterator[None]:
+def saving(path: Path | str, what: str, needed: int | None = None) -> Iterator[None]:
     """Turn a full disk (or quota, or a read-only file system) while writing `path` into one
     UserError naming the path and the space needed. The writer's own temporary-name-and-rename
     keeps the previous complete copy; this only gives the message."""
@@ -129,7 +129,7 @@ def saving(path: Path | str, what: str, needed: Optional[int] = None) -> Iterato
         if e.errno in SPACE_ERRORS:
             raise _space_error(Path(path), what, SPACE_ERRORS[e.errno], needed) from e
         if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise UserError(f"cannot write {what}: {e.strerror.lower()}", where=str(e.filename or path),
+            raise UserError(f"cannot write {what}: {(e.strerror or str(e)).lower()}", where=str(e.filename or path),
                             fix="make the directory writable or choose another output_dir") from e
         raise
     except Exception as e:  # safetensors' writer reports a full disk as a SafetensorError's text

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 PAUSE_ENV = "BERTCLI_TEST_PAUSE"
 PAUSED_FILE_ENV = "BERTCLI_TEST_PAUSED_FILE"
 RELEASE_FILE_ENV = "BERTCLI_TEST_RELEASE_FILE"
 
 
-def pause_point(name: str, until: Optional[Callable[[], bool]] = None) -> None:
+def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
     """Hold here when the test asked to (see the module docstring); return at once otherwise."""
     if os.environ.get(PAUSE_ENV) != name:
         return

@@ -29,17 +29,21 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
-from bertcli.core import console
-from bertcli.corpus.readers import ReadStats, Resolved, read_source, resolve
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import Recipe
 from bertcli.config.sections import CorpusConfig
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.core.fs import building
+from bertcli.corpus.readers import ReadStats, Resolved, read_source, resolve
+
+if TYPE_CHECKING:
+    import datasets
 
 # Bump when reading or splitting changes what a corpus holds, so older caches are rebuilt.
 CORPUS_VERSION = STAGE_VERSIONS["corpus"]
@@ -222,7 +226,7 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
         return StageResult("corpus", path, False, corpus_summary_rows(info))
 
 
-def load_corpus(recipe: Recipe) -> "datasets.DatasetDict":  # noqa: F821
+def load_corpus(recipe: Recipe) -> datasets.DatasetDict:
     """The corpus as a DatasetDict (train, validation), built first when missing."""
     import datasets
 
@@ -235,7 +239,7 @@ def corpus_info(path: Path) -> dict:
 
 def corpus_summary_rows(info: dict) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
-    rows = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
+    rows: list[tuple[str, object]] = [("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
             ("sentences", f"{t['sentences']:,} train / {v['sentences']:,} validation"),
             ("characters", f"{t['characters']:,} train / {v['characters']:,} validation")]
     bad = info["encoding"]

@@ -19,8 +19,8 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 # Bump when the cleaning changes, so cached corpora built by an older version are rebuilt.
 BUILTIN_VERSION = 2  # 2: bullets' wrapped lines joined, more code dropped

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-from bertcli.corpus import builtin as builtin_corpus
+from bertcli.config.sections import CorpusConfig, SourceConfig
 from bertcli.core.errors import UserError
+from bertcli.corpus import builtin as builtin_corpus
 from bertcli.io import tables
 from bertcli.io import text as text_io
 from bertcli.io.text import LineOptions, ReadStats  # noqa: F401  (ReadStats: re-exported for corpus.py and tests)
-from bertcli.config.sections import CorpusConfig, SourceConfig
 
 _FORMATS = tables.FORMATS
 # A document of Google-format text longer than this (a file without blank lines) is cut into

@@ -21,18 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-from bertcli.core import console
-from bertcli.data import shards
-from bertcli.data.checks import check_recipe, check_tokenizer, check_tokenized
-from bertcli.data.masking import MaskSpec
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
-from bertcli.corpus.build import build_corpus, corpus_fingerprint
+from bertcli.core import console
 from bertcli.core.fs import building
-from bertcli.tokenization.build import ensure_tokenizer
-from bertcli.tokenization.load import load_tokenizer
+from bertcli.corpus.build import build_corpus, corpus_fingerprint
+from bertcli.data import shards
+from bertcli.data.checks import check_recipe, check_tokenized, check_tokenizer
+from bertcli.data.masking import MaskSpec
 from bertcli.data.pairs import pack_plan
 from bertcli.data.store import DocStore
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.load import load_tokenizer
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -280,7 +280,7 @@ def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000
 def data_summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:
     t, v = info["train"], info["validation"]
     pair = {"nsp": "random B", "sop": "swapped"}.get(info["objective"])
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("documents", f"{t['documents']:,} train / {v['documents']:,} validation"),
         ("instances", f"{t['instances']:,} train ({t['copies']} cop{'y' if t['copies'] == 1 else 'ies'}) / "
                       f"{v['instances']:,} validation"),

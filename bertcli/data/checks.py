@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from bertcli.core.errors import UserError
 from bertcli.config.recipe import Recipe
+from bertcli.core import console
+from bertcli.core.errors import UserError
 from bertcli.data.words import load_segmenter
 from bertcli.tokenization.load import SPECIAL_TOKENS
-from bertcli.core import console
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -27,6 +27,7 @@ def check_tokenizer(recipe: Recipe, tok) -> None:
     if tok.kind != t.kind:
         raise UserError(f"the tokenizer in {tok.path} is {tok.kind}, the recipe asks for tokenizer.kind {t.kind}",
                         where=where, fix="rebuild it with `bertcli tokenize --recipe R --force`")
+    assert t.special_tokens is not None, "recipe resolution names the special tokens"
     want = SPECIAL_TOKENS[t.special_tokens]
     have = {role: tok.tokens.get(role) for role in want}
     if have != want:

@@ -8,7 +8,6 @@ so a DataLoader worker spends its time in the collator, not in conversions.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ from bertcli.core.errors import UserError
 COLUMNS = ("input_ids", "token_type_ids", "pair_label", "masked_positions", "masked_ids", "word_starts")
 
 
-def load_data(path: Union[str, Path]):
+def load_data(path: str | Path):
     """The built DatasetDict (train, validation) of a data directory."""
     import datasets
 
@@ -60,10 +59,10 @@ class PretrainDataset(torch.utils.data.Dataset):
     """Rows of one split. `ds[(epoch, index)]` (or `ds[index]`, epoch 0) -> dict of the split's
     columns (numpy arrays; pair_label an int) plus "epoch" and "index"."""
 
-    def __init__(self, split):
+    def __init__(self, split) -> None:
         self.split = split
         self.columns = [c for c in COLUMNS if c in split.column_names]
-        self._cols: Optional[dict] = None
+        self._cols: dict | None = None
 
     def __len__(self) -> int:
         return len(self.split)

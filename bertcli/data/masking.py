@@ -27,9 +27,7 @@ random non-special id, else unchanged.
 from __future__ import annotations
 
 import itertools
-
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -45,12 +43,12 @@ class MaskSpec:
     mask_prob: float = 0.8
     random_prob: float = 0.1
     count: str = "fixed"  # fixed | bernoulli
-    max_predictions: Optional[int] = 20
+    max_predictions: int | None = 20
     whole_word: bool = False
     ngram: int = 1
 
     @classmethod
-    def from_config(cls, tok, cfg) -> "MaskSpec":
+    def from_config(cls, tok, cfg) -> MaskSpec:
         """From a TokenizerInfo (vocab_size, mask_id, special_ids) and a DataConfig."""
         special = np.zeros(tok.vocab_size, dtype=bool)
         special[[i for i in tok.special_ids if i < tok.vocab_size]] = True
@@ -89,7 +87,7 @@ class Masked:
     input_ids: np.ndarray  # int [L]
     positions: np.ndarray  # int32 [k]
     labels: np.ndarray  # int32 [k]
-    spans: Optional[list[int]] = None  # n-gram lengths actually used (only when asked for)
+    spans: list[int] | None = None  # n-gram lengths actually used (only when asked for)
 
 
 def budget(n_tokens: int, n_candidates: int, rng: np.random.Generator, spec: MaskSpec) -> int:
@@ -107,12 +105,12 @@ def mask_row(
     ids: np.ndarray,
     rng: np.random.Generator,
     spec: MaskSpec,
-    word_starts: Optional[np.ndarray] = None,
+    word_starts: np.ndarray | None = None,
     record_spans: bool = False,
 ) -> Masked:
     """Select and replace tokens of one row (`select` then `replace`)."""
     ids = np.asarray(ids)
-    spans: Optional[list[int]] = [] if record_spans else None
+    spans: list[int] | None = [] if record_spans else None
     pos, draws = select(ids, rng, spec, word_starts, spans)
     out = ids.copy()
     labels = replace(out, pos, draws, spec)
@@ -123,8 +121,8 @@ def select(
     ids: np.ndarray,
     rng: np.random.Generator,
     spec: MaskSpec,
-    word_starts: Optional[np.ndarray] = None,
-    spans: Optional[list[int]] = None,
+    word_starts: np.ndarray | None = None,
+    spans: list[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Positions to predict in one row (int32 [k], ascending) and the uniform draws that decide
     their replacement (float64 [k, 2]: 80/10/10 choice, random id). `word_starts` (1 where a

@@ -25,8 +25,8 @@ lengths in corpus order, computed once, so rows do not depend on sharding.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -143,9 +143,10 @@ def sop_instances(doc: TokenDoc, max_seq_length: int, short_seq_prob: float, rng
         if n >= 2:
             cut = int(b[first + int(rng.integers(1, n))])
         else:
-            cut = _cut_inside(doc, int(b[first]), int(b[last]), rng)
-            if cut is None:
+            inside = _cut_inside(doc, int(b[first]), int(b[last]), rng)
+            if inside is None:
                 continue
+            cut = inside
         a, bseg = (doc, int(b[first]), cut), (doc, cut, int(b[last]))
         label = int(rng.random() < 0.5)
         if label:
@@ -156,7 +157,7 @@ def sop_instances(doc: TokenDoc, max_seq_length: int, short_seq_prob: float, rng
     return out
 
 
-def _cut_inside(doc: TokenDoc, start: int, end: int, rng: np.random.Generator) -> Optional[int]:
+def _cut_inside(doc: TokenDoc, start: int, end: int, rng: np.random.Generator) -> int | None:
     """A random cut point strictly inside [start, end), at a word start when there is one."""
     if end - start < 2:
         return None
@@ -166,7 +167,7 @@ def _cut_inside(doc: TokenDoc, start: int, end: int, rng: np.random.Generator) -
     return int(inner[rng.integers(0, len(inner))])
 
 
-def _truncated(a, b, label, max_tokens, rng) -> Optional[Instance]:
+def _truncated(a, b, label, max_tokens, rng) -> Instance | None:
     af, ab, bf, bb = truncate_pair(a[2] - a[1], b[2] - b[1], max_tokens, rng)
     a = (a[0], a[1] + af, a[2] - ab)
     b = (b[0], b[1] + bf, b[2] - bb)
@@ -228,7 +229,8 @@ def pack_plan(docs: Iterable[np.ndarray], budget: int, cross_documents: bool) ->
 def packed_row(plan_row, get_doc: Callable[[int], TokenDoc], cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
     """<s> tokens (</s> between documents) </s>: (input_ids int32, word_starts int8)."""
     d0, t0, d1, t1 = (int(x) for x in plan_row)
-    ids_parts, start_parts = [[cls_id]], [[1]]
+    ids_parts: list = [[cls_id]]            # lists and int arrays, concatenated below
+    start_parts: list = [[1]]
     for d in range(d0, d1 + 1):
         doc = get_doc(d)
         a = t0 if d == d0 else 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from bertcli.data.rng import PACKED, PAIRS, KeyedRng
 from bertcli.data.store import DocStore, TokenWriter
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.tokenization.train import text_encoder
+
+if TYPE_CHECKING:
+    from bertcli.config.sections import DataConfig
 
 SPLIT_IDS = {"train": 0, "validation": 1}
 
@@ -35,7 +38,7 @@ class Context:
     corpus_path: str
     tokenizer_path: str
     kind: str
-    cfg: object  # DataConfig
+    cfg: DataConfig
     seed: int
     cls_id: int
     sep_id: int
@@ -43,17 +46,22 @@ class Context:
     encode_batch: int = 2048  # sentences per tokenizers.encode_batch call
 
 
-_CTX: Optional[Context] = None
+_CTX: Context | None = None
 _CACHE: dict = {}
 
 
-def init_worker(ctx: Optional[Context]) -> None:
+def init_worker(ctx: Context | None) -> None:
     """Set (or, with None, drop) this process's context and cached tokenizer, corpus and maps.
     Pool workers inherit TOKENIZERS_PARALLELISM=false from the builder (one process per core
     already: tokenizers' own thread pool would oversubscribe)."""
     global _CTX
     _CTX = ctx
     _CACHE.clear()
+
+
+def _context() -> Context:
+    assert _CTX is not None, "init_worker gives each process its context first"
+    return _CTX
 
 
 def _cached(key, make):
@@ -67,7 +75,7 @@ def tokenize_shard(task: tuple) -> dict:
     """(split, lo, hi, prefix) -> counts. Documents whose sentences all tokenize to nothing
     are dropped (the store only holds documents with at least one token)."""
     split, lo, hi, prefix = task
-    ctx = _CTX
+    ctx = _context()
     tok, specials, unk = _cached("tok", lambda: _load_tokenizer(ctx.tokenizer_path))
     markers = _cached("markers", lambda: words.start_marker_table(tok, ctx.kind))
     segment = _cached("segment", lambda: words.load_segmenter(ctx.cfg.word_segmenter))
@@ -223,7 +231,8 @@ def _emit(writer: RowWriter, ids, types, starts, label, rng, ctx: Context) -> No
 def pairs_shard(task: tuple) -> dict:
     """(split, lo, hi, copies, store prefixes, random-B store prefixes, out path) -> counts."""
     split, lo, hi, copies, prefixes, pool_prefixes, out = task
-    ctx, cfg = _CTX, _CTX.cfg
+    ctx = _context()
+    cfg = ctx.cfg
     store = _cached(("store", tuple(prefixes)), lambda: DocStore(prefixes))
     pool = store if pool_prefixes == prefixes else _cached(("store", tuple(pool_prefixes)),
                                                            lambda: DocStore(pool_prefixes))
@@ -258,7 +267,7 @@ def _random_doc(pool: DocStore, exclude: int):
 def packed_shard(task: tuple) -> dict:
     """(split, lo, hi, copies, store prefixes, plan path, out path) -> counts."""
     split, lo, hi, copies, prefixes, plan_path, out = task
-    ctx = _CTX
+    ctx = _context()
     store = _cached(("store", tuple(prefixes)), lambda: DocStore(prefixes))
     plan = np.load(plan_path, mmap_mode="r")
     writer = RowWriter(out, _schema(ctx), ctx.spec)

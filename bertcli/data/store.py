@@ -12,8 +12,8 @@ memory a worker touches does not grow with the corpus held in RAM. Files of one 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

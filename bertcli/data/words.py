@@ -16,7 +16,7 @@ character; Cui et al. 2019 segment with LTP). jieba is imported only when asked 
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def has_cjk(text: str) -> bool:
     return CJK_CHAR.search(text) is not None
 
 
-def load_segmenter(name: str) -> Optional[Callable[[str], list[str]]]:
+def load_segmenter(name: str) -> Callable[[str], list[str]] | None:
     """`jieba` -> a function text -> words; `none` -> None. Clear error when jieba is missing."""
     if name in (None, "none"):
         return None
@@ -66,11 +66,11 @@ def load_segmenter(name: str) -> Optional[Callable[[str], list[str]]]:
 
 def word_starts(
     ids: Sequence[int],
-    word_ids: Sequence[Optional[int]],
+    word_ids: Sequence[int | None],
     markers: np.ndarray,
-    text: Optional[str] = None,
-    offsets: Optional[Sequence[tuple[int, int]]] = None,
-    segment: Optional[Callable[[str], list[str]]] = None,
+    text: str | None = None,
+    offsets: Sequence[tuple[int, int]] | None = None,
+    segment: Callable[[str], list[str]] | None = None,
 ) -> np.ndarray:
     """int8 [n]: 1 where token i starts a word. With `segment` (jieba), `text` and `offsets`,
     a token between two CJK characters starts a word only where the segmenter starts one."""

@@ -7,8 +7,8 @@ predict, verification and the benchmark never care which one runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

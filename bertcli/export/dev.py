@@ -8,8 +8,8 @@ bertcli.finetune.heads): classification's accuracy and macro-F1, or Pearson for 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bertcli.core.errors import UserError
 from bertcli.export.inputs import read_records

@@ -21,10 +21,9 @@ written last, in a slot reserved at the start), so the input never has to fit in
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -33,12 +32,13 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_file, removing_on_signal
+from bertcli.finetune.encoder_heads import TextFeaturizer
+from bertcli.finetune.encoder_heads import pool as pool_states
+from bertcli.finetune.featurizer import Context
+from bertcli.finetune.heads import saved_head
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
 from bertcli.tokenization.load import load_tokenizer
-from bertcli.finetune.encoder_heads import pool as pool_states, TextFeaturizer
-from bertcli.finetune.featurizer import Context
-from bertcli.finetune.heads import saved_head
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -136,7 +136,7 @@ class NpyWriter:
         self.rows += len(array)
 
     def close(self) -> None:
-        head = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (self.rows, self.width)
+        head = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({self.rows}, {self.width}), }}"
         head = head.ljust(NPY_HEADER - 10 - 1) + "\n"
         self.f.seek(0)
         self.f.write(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode("latin1"))

@@ -66,6 +66,7 @@ def export_graph(module, path: Path, opset: int, fp16: bool = False) -> list[str
                                     dynamic_shapes=shapes, optimize=True, verbose=False)
         for q, level in zip(quiet, levels):
             q.setLevel(level)
+    assert program is not None  # dynamo=True returns the program
     program.save(str(path), external_data=parameter_bytes(module) > EXTERNAL_DATA_BYTES)
     return outputs
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from bertcli.core.errors import UserError
 from bertcli.finetune.heads import HEADS, HeadKind, architecture, head_kind, register  # noqa: F401 (re-exported)
@@ -80,7 +79,7 @@ def get_kind(task: str) -> HeadKind:
     return head_kind(task)
 
 
-def detect_kind(directory: Path, task: Optional[str] = None) -> HeadKind:
+def detect_kind(directory: Path, task: str | None = None) -> HeadKind:
     """The head kind named by `task`, else the one config.json's architectures names; a bare
     encoder (BertModel, or no architectures) exports as features."""
     if task:

@@ -14,8 +14,8 @@ is honoured, UTF-16 too), or in the `--encoding` asked for.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from bertcli.core.errors import UserError
 from bertcli.io import records, tables

@@ -19,29 +19,33 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
-from bertcli.export.heads import check_bundle_files, detect_kind, exportable, read_export_info, read_json
-from bertcli.export.graph import max_length as longest
-from bertcli.model.hf import read_config
-from bertcli.tokenization.load import load_tokenizer
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_file, removing_on_signal
+from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
+from bertcli.export.graph import max_length as longest
+from bertcli.export.heads import check_bundle_files, detect_kind, exportable, read_export_info, read_json
 from bertcli.export.inputs import check_input, count_records, read_records
 from bertcli.finetune.featurizer import Context
 from bertcli.finetune.heads import head_kind
+from bertcli.model.hf import read_config
+from bertcli.tokenization.load import load_tokenizer
 
 # results.json `hyperparameters` that decide windows and decoding (the rest is training's own)
 FEATURIZER_KEYS = ("max_seq_length", "window_overlap", "doc_stride", "max_query_length", "n_best",
                    "max_answer_length", "null_threshold")
+
+if TYPE_CHECKING:
+    from bertcli.tokenization.load import TokenizerInfo
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -49,9 +53,9 @@ GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 @dataclass
 class Predictor:
     task: str
-    backend: object                       # TorchBackend | OrtBackend
-    info: object                          # TokenizerInfo
-    labels: Optional[tuple[str, ...]]
+    backend: TorchBackend | OrtBackend
+    info: TokenizerInfo
+    labels: tuple[str, ...] | None
     max_length: int
     directory: Path
     options: dict = field(default_factory=dict)
@@ -114,8 +118,8 @@ def is_bundle(path: Path) -> bool:
     return path.suffix == ".onnx" or (path / "model.onnx").is_file()
 
 
-def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, batch_size: int = 32,
-               max_length: Optional[int] = None, **options) -> Predictor:
+def open_model(path, task: str | None = None, threads: int | None = None, batch_size: int = 32,
+               max_length: int | None = None, **options) -> Predictor:
     """A Predictor for a checkpoint (PyTorch) or an export bundle / .onnx file (ONNX Runtime)."""
     path = Path(path)
     if not path.exists():
@@ -132,7 +136,7 @@ def open_model(path, task: Optional[str] = None, threads: Optional[int] = None, 
                             where=str(directory), fix="name it with --task (classification, fill-mask, features, ...)")
         kind = detect_kind(directory, found)
         tok = load_tokenizer(directory)
-        backend = OrtBackend(onnx_file, threads=threads)
+        backend: OrtBackend | TorchBackend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
         backend.expect(kind.outputs, {"labels": len(config.labels or ()) or None, "vocab": config.vocab_size,
                                       "hidden": config.hidden_size}, optional=kind.optional)
@@ -200,7 +204,7 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ command
-def check_output(out: Optional[Path], input_file: Optional[Path] = None, model: Optional[Path] = None,
+def check_output(out: Path | None, input_file: Path | None = None, model: Path | None = None,
                  force: bool = False) -> None:
     """Before any work: the output file is not the input, not a file of the model (bundle or
     checkpoint), not a directory, in a writable directory; an existing file only with --force."""
@@ -208,10 +212,10 @@ def check_output(out: Optional[Path], input_file: Optional[Path] = None, model: 
         check_output_file(out, force, [input_file], [model], "--out", "the predictions")
 
 
-def run_predict(model: Path, input_file: Path, out: Optional[Path] = None, task: Optional[str] = None,
-                batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: Optional[int] = None,
-                threads: Optional[int] = None, allow_impossible: bool = False,
-                encoding: Optional[str] = None, force: bool = False) -> dict:
+def run_predict(model: Path, input_file: Path, out: Path | None = None, task: str | None = None,
+                batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
+                threads: int | None = None, allow_impossible: bool = False,
+                encoding: str | None = None, force: bool = False) -> dict:
     """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
     written under a temporary name and renamed when complete, under the output's lock; Ctrl-C
     or SIGTERM remove the temporary). Returns a summary."""
@@ -232,7 +236,7 @@ def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_lengt
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
     total = count_records(input_file, encoding)
     n = 0
-    tmp = None
+    tmp: Path | None = None
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = temporary_file(out)
@@ -241,7 +245,7 @@ def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_lengt
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
             for n, pred in enumerate(p.predict(read_records(input_file, encoding), bar=bar), 1):
                 sink.write(json.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
-        if tmp is not None:
+        if tmp is not None and out is not None:
             sink.close()
             os.replace(tmp, out)
     finally:

@@ -18,22 +18,20 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from bertcli import __version__
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_dir, install, removing_on_signal, temporary_dir
-from bertcli.export.backend import OrtBackend, require_onnx, TorchBackend
 from bertcli.export import graph
+from bertcli.export.backend import OrtBackend, TorchBackend, require_onnx
+from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.heads import architecture, detect_kind, exportable
+from bertcli.export.predict import Predictor, open_model, trained_options
+from bertcli.export.verify import Check, compare, verification_batches
 from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
-from bertcli.export.dev import evaluate, load_dev
-from bertcli.export.verify import Check, compare, verification_batches
-from bertcli.export.predict import open_model, Predictor, trained_options
-from bertcli.core.locks import run_lock
-
 
 VERIFY_MAX_TOKENS = 1024
 
@@ -60,11 +58,10 @@ def check_out_dir(out: Path, force: bool, inputs=()) -> None:
     check_output_dir(Path(out), force, inputs, "--out", "the export bundle")
 
 
-def run_export(checkpoint: Path, out: Path, task: Optional[str] = None, opset: int = 18, fp16: bool = False,
-               quantize: Optional[str] = None, dev: Optional[Path] = None, verify: bool = True,
+def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int = 18, fp16: bool = False,
+               quantize: str | None = None, dev: Path | None = None, verify: bool = True,
                force: bool = False) -> ExportResult:
     require_onnx()
-    from bertcli.model.checkpoint import copy_tokenizer
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.
     if opset < graph.MIN_OPSET:

@@ -44,7 +44,7 @@ def verification_batches(tokenizer, pad_id: int, names: list[str], max_len: int)
     tok.no_padding()
     tok.enable_truncation(max_length=max_len, strategy="longest_first")
     long_text = " ".join(SENTENCES * (1 + 4 * max_len // sum(len(s) for s in SENTENCES)))
-    plans = [
+    plans: list[tuple[str, list]] = [
         ("1 sentence", [SENTENCES[0]]),
         ("2 pairs", [(SENTENCES[4], SENTENCES[3]), (SENTENCES[1], SENTENCES[2])]),
         ("8 mixed lengths", SENTENCES),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import Context, field, softmax, TEXT, text_of, truncating
+from bertcli.finetune.featurizer import TEXT, Context, field, softmax, text_of, truncating
 from bertcli.model.fill_mask import MASK_SPELLINGS
 
 POOLINGS = ("mean", "cls", "pooler")

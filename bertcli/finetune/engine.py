@@ -25,24 +25,24 @@ from torch import nn
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.fs import building
 from bertcli.core.machine import advise_threads
+from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.task import Features, Hyper, Task
+from bertcli.model import load_checkpoint, save_checkpoint
+from bertcli.model.heads import init_weights
+from bertcli.tokenization.load import load_tokenizer
+from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
+    StepGuard,
     autocast,
     check_precision,
     clip_and_check,
     make_grad_scaler,
     optimizer_step,
     resolve_device,
-    StepGuard,
 )
-from bertcli.train.optim import build_optimizer
 from bertcli.train.schedule import build_scheduler
-from bertcli.model import load_checkpoint, save_checkpoint
-from bertcli.model.heads import init_weights
-from bertcli.core.fs import building
-from bertcli.tokenization.load import load_tokenizer
-from bertcli.finetune.classification.submission import write_json
 
 
 @dataclass
@@ -185,6 +185,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
             if is_best:
                 best = FitResult(epoch, score, dev)
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    assert best is not None and best_state is not None, "at least one epoch ran"
     model.load_state_dict(best_state)
     best.history, best.steps = history, step
     return best

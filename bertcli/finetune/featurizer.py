@@ -16,13 +16,14 @@ features module), so a model is served exactly the windows it was trained and sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertcli.io import records
 from bertcli.core.errors import UserError
+from bertcli.io import records
 
 if TYPE_CHECKING:
     from bertcli.tokenization.load import TokenizerInfo
@@ -43,8 +44,8 @@ class Context:
                 command's own (--top-k, --pooling, --allow-impossible, ...)
     """
 
-    info: "TokenizerInfo"
-    labels: Optional[tuple[str, ...]]
+    info: TokenizerInfo
+    labels: tuple[str, ...] | None
     max_length: int
     options: dict = dc_field(default_factory=dict)
 
@@ -83,7 +84,7 @@ def field(rec: dict, names: tuple[str, ...], where: str, required: bool = True):
     return None
 
 
-def text_of(rec: dict, where: str) -> tuple[str, Optional[str]]:
+def text_of(rec: dict, where: str) -> tuple[str, str | None]:
     """(text, pair or None) of a record, both strings."""
     name = next((n for n in TEXT if n in rec), None)
     if name is None:

@@ -18,12 +18,13 @@ table; a new head is one `register(...)` call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from bertcli.core.errors import UserError, did_you_mean
-from bertcli.finetune.classification.features import SequenceFeaturizer, dev_metric as classification_metric
+from bertcli.finetune.classification.features import SequenceFeaturizer
+from bertcli.finetune.classification.features import dev_metric as classification_metric
 from bertcli.finetune.encoder_heads import FeaturesFeaturizer, FillMaskFeaturizer
 from bertcli.finetune.qa.decode import SpanFeaturizer
 from bertcli.finetune.tagging.windows import TagFeaturizer
@@ -38,7 +39,7 @@ class HeadKind:
     run: Callable[..., dict]
     outputs: dict[str, tuple[str, ...]]
     featurizer: Callable
-    dev_metric: Optional[Callable] = None
+    dev_metric: Callable | None = None
     description: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
     optional: tuple[str, ...] = ()      # outputs a graph of this kind may lack (pooler_output)

@@ -60,9 +60,10 @@ metric; log line and summary x100).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -118,8 +119,8 @@ class Features:
         return np.diff(self.offsets)
 
 
-def pack(rows_ids: Sequence[Sequence[int]], rows_types: Sequence[Sequence[int]], example: Sequence[int],
-         zero_types: bool = False, **per_token: Sequence[Sequence[int]]) -> Features:
+def pack(rows_ids: Sequence[Sequence[int] | np.ndarray], rows_types: Sequence[Sequence[int] | np.ndarray],
+         example: Sequence[int], zero_types: bool = False, **per_token: Sequence[Sequence[int] | np.ndarray]) -> Features:
     """Features from per-feature lists (ids, types, and any per-token lists of the same lengths)."""
     lengths = np.fromiter((len(r) for r in rows_ids), dtype=np.int64, count=len(rows_ids))
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from bertcli.core.errors import UserError
-from bertcli.io.text import LineOptions, ReadStats, read_all, read_lines, suffix
-from bertcli.io.records import json_type
 from bertcli.core.hub import load_hub
+from bertcli.io.records import json_type
+from bertcli.io.text import LineOptions, ReadStats, read_all, read_lines, suffix
 
 FORMATS = {".txt": "text", ".text": "text", ".raw": "text", ".jsonl": "jsonl", ".ndjson": "jsonl",
            ".json": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "tsv"}

@@ -20,9 +20,10 @@ import gzip
 import io
 import lzma
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from bertcli.core.errors import UserError
 

@@ -12,24 +12,36 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Union
 
 import torch
 from torch import Tensor, nn
 
+from bertcli.config.families import FamilySpec
+from bertcli.config.model import EncoderConfig
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.config.model import EncoderConfig
-from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
-from bertcli.config.families import FamilySpec
-from bertcli.model.hf import (LABELLED_HEADS, decoder_keys, encoder_prefixes, is_encoder_param, read_config,
-                              to_hf_config, transformers_caveats, uses_pooler, weight_files, weight_map)
-from bertcli.model.manifest import verify_checkpoint, write_manifest
-from bertcli.model.task_heads import MODELS as TASK_MODELS, SpanExtractor, TokenClassifier
-from bertcli.model.validate import check_checkpoint
 from bertcli.core.fs import write_atomic
+from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
+from bertcli.model.hf import (
+    LABELLED_HEADS,
+    decoder_keys,
+    encoder_prefixes,
+    is_encoder_param,
+    read_config,
+    to_hf_config,
+    transformers_caveats,
+    uses_pooler,
+    weight_files,
+    weight_map,
+)
+from bertcli.model.manifest import verify_checkpoint, write_manifest
+from bertcli.model.task_heads import MODELS as TASK_MODELS
+from bertcli.model.task_heads import SpanExtractor, TokenClassifier
+from bertcli.model.validate import check_checkpoint
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
@@ -78,8 +90,8 @@ def head_of(model: Model) -> str:
 
 
 # ------------------------------------------------------------------------------------------ save
-def save_checkpoint(model: nn.Module, directory: Union[str, Path],
-                    tokenizer_dir: Optional[Union[str, Path]] = None) -> list[str]:
+def save_checkpoint(model: nn.Module, directory: str | Path,
+                    tokenizer_dir: str | Path | None = None) -> list[str]:
     """Write config.json, model.safetensors and the tokenizer files into `directory` (each file
     under a temporary name, renamed when complete). Returns the caveats for transformers users
     (also logged once per process)."""
@@ -115,7 +127,7 @@ def save_checkpoint(model: nn.Module, directory: Union[str, Path],
     return notes
 
 
-def copy_tokenizer(tokenizer_dir: Union[str, Path], directory: Path) -> list[str]:
+def copy_tokenizer(tokenizer_dir: str | Path, directory: Path) -> list[str]:
     src = Path(tokenizer_dir)
     found = [n for n in TOKENIZER_FILES if (src / n).is_file()]
     if not found:
@@ -161,7 +173,7 @@ def _base_prefix(state: dict[str, Tensor], spec: FamilySpec, where: str) -> str:
                     where=where, fix="check that config.json and model.safetensors belong together")
 
 
-def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional[list[Tensor]]:
+def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> list[Tensor] | None:
     """The tensor of each stored copy (parts concatenated), or None unless every copy is there
     (a checkpoint missing one layer's copy must not load layer 0 in its place)."""
     out = []
@@ -172,9 +184,9 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> Optional
     return out
 
 
-def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_labels: Optional[int] = None,
-                    labels: Optional[Sequence[str]] = None,
-                    dropout: Optional[float] = None) -> tuple[Model, LoadReport]:
+def load_checkpoint(directory: str | Path, head: str = "pretraining", num_labels: int | None = None,
+                    labels: Sequence[str] | None = None,
+                    dropout: float | None = None) -> tuple[Model, LoadReport]:
     """Load any HF directory of a known family as a PreTrainingModel, a SequenceClassifier
     (head="classification") or a TokenClassifier (head="token") with `labels` / `num_labels`
     (default: the checkpoint's own classifier labels), or a SpanExtractor (head="qa"); heads the
@@ -210,7 +222,8 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
     model: Model = classes[head](c)
     params = model.state_dict()
-    tensors, used = {}, set()
+    tensors: dict = {}
+    used: set[str] = set()
     for ours, copies in wmap.items():
         found = _gather(state, copies)
         if found is None and ours == "mlm.bias" and decoder_keys(c.spec)[1] in state:
@@ -248,7 +261,7 @@ def load_checkpoint(directory: Union[str, Path], head: str = "pretraining", num_
     return model.eval(), report
 
 
-def _same(tensors: Optional[list[Tensor]]) -> bool:
+def _same(tensors: list[Tensor] | None) -> bool:
     return not tensors or all(torch.equal(tensors[0], t) for t in tensors[1:])
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from bertcli.config.model import encoder_config
-from bertcli.model.heads import PreTrainingModel
 from bertcli.config.families import FAMILIES
+from bertcli.config.model import encoder_config
 from bertcli.config.sections import ModelConfig
+from bertcli.model.heads import PreTrainingModel
 
 # The padding id each family's tokenizer uses (it only decides RoBERTa's position offset here).
 DEFAULT_PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}
@@ -66,7 +66,7 @@ def flops_per_token(model_cfg: ModelConfig, vocab_size: int, seq_len: int, mlm_f
     activations and softmax are not matrix products and are left out (under 1% at base size).
     """
     cfg = encoder_config(model_cfg, vocab_size, DEFAULT_PAD[model_cfg.family])
-    H, E, I, V, T = cfg.hidden_size, cfg.embedding_size, cfg.intermediate_size, cfg.vocab_size, seq_len
+    H, E, I, V, T = cfg.hidden_size, cfg.embedding_size, cfg.intermediate_size, cfg.vocab_size, seq_len  # noqa: E741 (the docstring's letters)
     pair = cfg.spec.pair_head != "none"
     ffn = (3 if cfg.spec.feed_forward == "geglu" else 2) * H * I
     layer = 4 * H * H + ffn + 2 * T * H

@@ -31,8 +31,8 @@ its own mask and rotary base, built once per forward (`Encoder.attention_inputs`
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -75,10 +75,10 @@ class Layout:
 
     batch: int
     length: int
-    mask: Optional[Tensor] = None   # [B, 1, 1, T] bool, True = attend; None when nothing is padded
-    index: Optional[Tensor] = None  # [N] flat position (into B*T) of each row (real tokens, and the
+    mask: Tensor | None = None   # [B, 1, 1, T] bool, True = attend; None when nothing is padded
+    index: Tensor | None = None  # [N] flat position (into B*T) of each row (real tokens, and the
                                     # padding carried to round N up); None: N = B*T
-    rows: Optional[Tensor] = None   # [B*T] row in [N] of each flat position (padding: a neighbour's)
+    rows: Tensor | None = None   # [B*T] row in [N] of each flat position (padding: a neighbour's)
 
     def flat(self, x: Tensor) -> Tensor:
         """[B, T, ...] -> [N, ...]: keep the real tokens."""
@@ -97,7 +97,7 @@ class Layout:
         return x.index_select(0, positions if self.rows is None else self.rows.index_select(0, positions))
 
 
-def make_layout(attention_mask: Optional[Tensor], batch: int, length: int, unpad: bool,
+def make_layout(attention_mask: Tensor | None, batch: int, length: int, unpad: bool,
                 static: bool = False) -> Layout:
     if attention_mask is None:
         return Layout(batch, length)
@@ -195,7 +195,7 @@ class Embeddings(nn.Module):
         self.norm = layer_norm(c, E)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, ids: Tensor, positions: Optional[Tensor], token_types: Optional[Tensor]) -> Tensor:
+    def forward(self, ids: Tensor, positions: Tensor | None, token_types: Tensor | None) -> Tensor:
         # [N] x 3 -> [N, E]; summed in transformers' order (word + type, then + position)
         x = self.word(ids)
         if self.token_type is not None:
@@ -222,8 +222,8 @@ class Attention(nn.Module):
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
         self.attn_dropout = c.attention_probs_dropout_prob
 
-    def forward(self, x: Tensor, layout: Layout, queries: Optional[Queries] = None,
-                inputs: Optional[AttentionInputs] = None) -> Tensor:
+    def forward(self, x: Tensor, layout: Layout, queries: Queries | None = None,
+                inputs: AttentionInputs | None = None) -> Tensor:
         """[N, H] -> [N, H]; with `queries`, only their rows: [n, H] (keys and values from all).
         `inputs`: the layer kind's mask and rotary positions (default: the padding mask)."""
         B, T, A = layout.batch, layout.length, self.heads
@@ -333,8 +333,8 @@ class Encoder(nn.Module):
         B, T = input_ids.shape
         return torch.arange(T, device=input_ids.device).expand(B, T)
 
-    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                token_type_ids: Optional[Tensor] = None, keep: Optional[Tensor] = None) -> EncoderOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None, keep: Tensor | None = None) -> EncoderOutput:
         """Last hidden states. With `keep` (flat positions into B*T), the last layer computes
         only those positions' outputs (their keys and values still come from every token), and
         only they can be read from the result."""
@@ -364,8 +364,8 @@ class Encoder(nn.Module):
             x = self.final_norm(x)
         return EncoderOutput(x, layout)
 
-    def attention_inputs(self, layout: Layout, queries: Optional[Queries] = None
-                         ) -> dict[bool, Optional[AttentionInputs]]:
+    def attention_inputs(self, layout: Layout, queries: Queries | None = None
+                         ) -> dict[bool, AttentionInputs | None]:
         """{is_global: AttentionInputs} for this batch: the sliding-window mask of local layers
         and the rotary positions of each kind; None where the padding mask is all there is.
         With `queries`, for the sparse last layer (masks and query rotations of its rows)."""
@@ -380,7 +380,7 @@ class Encoder(nn.Module):
         if queries is not None:
             slot_pos = torch.zeros(B * queries.per_seq, dtype=torch.long, device=device)
             query_pos = slot_pos.index_copy(0, queries.slots, queries.positions % T).view(B, -1)  # [B, Q]
-        out: dict[bool, Optional[AttentionInputs]] = {}
+        out: dict[bool, AttentionInputs | None] = {}
         D = c.hidden_size // c.num_attention_heads
         for is_global in (True, False):
             theta = c.global_rope_theta if is_global else c.local_rope_theta

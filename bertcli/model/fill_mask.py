@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
+from bertcli.config.families import FAMILIES
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.config.families import FAMILIES
 from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
 
@@ -16,7 +16,7 @@ from bertcli.tokenization.load import load_tokenizer
 MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
 
 
-def fill_mask(checkpoint: Union[str, Path], text: str, top_k: int = 5) -> list[dict[str, Any]]:
+def fill_mask(checkpoint: str | Path, text: str, top_k: int = 5) -> list[dict[str, Any]]:
     """For each mask in `text` (in order): its token index and the top-k candidates, each with
     token, id, probability and the text with that filler in place of the mask."""
     directory = Path(checkpoint)

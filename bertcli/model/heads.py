@@ -12,26 +12,27 @@ Layouts follow transformers so checkpoints load both ways:
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.config.model import EncoderConfig, encoder_config
-from bertcli.model.encoder import Encoder, activation, bucketed, first_positions, layer_norm, linear
 from bertcli.config.sections import ModelConfig
+from bertcli.model.encoder import Encoder, activation, bucketed, first_positions, layer_norm, linear
 
 
 @dataclass
 class PreTrainingOutput:
-    mlm_logits: Optional[Tensor]   # [N, V] at mlm_positions, or [B, T, V] without them
-    pair_logits: Optional[Tensor]  # [B, 2] NSP / SOP; None for roberta
+    mlm_logits: Tensor | None   # [N, V] at mlm_positions, or [B, T, V] without them
+    pair_logits: Tensor | None  # [B, 2] NSP / SOP; None for roberta
     # [M', V], M' = bucketed(N): mlm_logits (its first N rows, a view) and rows of logits of a
     # zero input. The loss reads these with ignored labels, so its [M', V] tensors repeat in size
     # from step to step (bertcli.train.heap); None without mlm_positions.
-    mlm_rows: Optional[Tensor] = None
+    mlm_rows: Tensor | None = None
 
 
 class PredictionHead(nn.Module):
@@ -49,7 +50,7 @@ class PredictionHead(nn.Module):
         return self.norm(self.act(self.dense(h)))
 
 
-def prediction_head(c: EncoderConfig) -> Optional[PredictionHead]:
+def prediction_head(c: EncoderConfig) -> PredictionHead | None:
     """The transform before fine-tuning classifiers (ModernBERT's `head`), None for families
     whose classifiers read the encoder (or the pooler) directly."""
     return PredictionHead(c, c.hidden_size) if c.spec.task_head == "prediction_head" else None
@@ -62,7 +63,8 @@ class MLMHead(PredictionHead):
         super().__init__(c, c.embedding_size)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
-    def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # [..., H], [V, E] -> [..., V]
+    # The tied decoder weight is an argument: a narrower signature than PredictionHead's, on purpose.
+    def forward(self, h: Tensor, decoder: Tensor) -> Tensor:  # type: ignore[override]  # [..., H], [V, E] -> [..., V]
         return F.linear(super().forward(h), decoder, self.bias)
 
 
@@ -81,14 +83,14 @@ class PreTrainingModel(nn.Module):
         self.sparse_last_layer = True
         init_weights(self)
 
-    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                token_type_ids: Optional[Tensor] = None,
-                mlm_positions: Optional[Tensor] = None) -> PreTrainingOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None,
+                mlm_positions: Tensor | None = None) -> PreTrainingOutput:
         keep = None  # the positions the heads read: masked tokens, and [CLS] for the pair head
         if mlm_positions is not None and self.sparse_last_layer:
             keep = mlm_positions
             if self.pair is not None:
-                keep = torch.cat([keep, first_positions(*input_ids.shape, input_ids.device)])
+                keep = torch.cat([keep, first_positions(input_ids.shape[0], input_ids.shape[1], input_ids.device)])
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         # Sparse prediction: the vocabulary-sized decoder runs only at the masked positions.
         decoder = self.encoder.embeddings.word.weight
@@ -128,14 +130,14 @@ class SequenceClassifier(nn.Module):
 
     @property
     def num_labels(self) -> int:
-        return len(self.config.labels)
+        return self.classifier.out_features              # len(config.labels)
 
-    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                token_type_ids: Optional[Tensor] = None) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> Tensor:
         mean = self.transform is not None and self.config.classifier_pooling == "mean"
         keep = None
         if self.sparse_last_layer and not mean:
-            keep = first_positions(*input_ids.shape, input_ids.device)
+            keep = first_positions(input_ids.shape[0], input_ids.shape[1], input_ids.device)
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         if self.transform is not None:
             x = self.transform(mean_of_real(out, attention_mask) if mean else out.first())  # [B, H]
@@ -146,7 +148,7 @@ class SequenceClassifier(nn.Module):
         return self.classifier(self.dropout(x))                         # [B, C]
 
 
-def mean_of_real(out, attention_mask: Optional[Tensor]) -> Tensor:
+def mean_of_real(out, attention_mask: Tensor | None) -> Tensor:
     """[B, H] mean of the last hidden states over each row's real tokens."""
     h = out.padded()                                                    # [B, T, H], zeros at padding
     if attention_mask is None:
@@ -162,7 +164,7 @@ def init_weights(model: nn.Module) -> None:
     init "scaled" (ModernBERT) draw from a normal truncated at 2 std, with std / sqrt(2L) for
     the projections that write into the residual stream (and the MLM / classifier transform),
     and H^-0.5 for fine-tuning classifiers."""
-    c = model.config
+    c = typing.cast(EncoderConfig, model.config)   # every bertcli model carries its EncoderConfig
     std = c.initializer_range
     if c.spec.init == "scaled":
         return _scaled_init(model, std, c)
@@ -204,7 +206,7 @@ def _scaled_init(model: nn.Module, std: float, c: EncoderConfig) -> None:
 
 
 def build_model(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int, head: str = "pretraining",
-                labels: Optional[Sequence[str]] = None, num_labels: Optional[int] = None):
+                labels: Sequence[str] | None = None, num_labels: int | None = None):
     """A freshly initialized PreTrainingModel (head="pretraining") or SequenceClassifier
     (head="classification", with `labels` names or `num_labels`; 1 label = regression)."""
     if head == "pretraining":
@@ -215,7 +217,7 @@ def build_model(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int, head
     raise ValueError(f"unknown head {head!r} (pretraining or classification)")
 
 
-def default_labels(labels: Optional[Sequence[str]], num_labels: Optional[int]) -> tuple[str, ...]:
+def default_labels(labels: Sequence[str] | None, num_labels: int | None) -> tuple[str, ...]:
     """Label names: the given ones, else transformers' LABEL_0 ... LABEL_{C-1}."""
     if labels is not None:
         if num_labels is not None and num_labels != len(labels):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from bertcli import __version__
-from bertcli.core.errors import UserError
-from bertcli.config.model import EncoderConfig
 from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
+from bertcli.config.model import EncoderConfig
+from bertcli.core.errors import UserError
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
 
 # Heads whose config.json carries id2label / label2id.
@@ -197,7 +197,7 @@ def _factorizing() -> str:
     return " / ".join(s.model_type.upper() for s in FAMILIES.values() if s.always_project)
 
 
-def read_config(directory: Union[str, Path], head: str = "pretraining") -> EncoderConfig:
+def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConfig:
     """The EncoderConfig of a checkpoint directory (config.json only)."""
     directory = Path(directory)
     path = directory / "config.json"
@@ -235,7 +235,7 @@ def confined_shard(directory: Path, name: object, index: Path) -> Path:
     return Path(directory) / path
 
 
-def hf_cache_root(directory: Path) -> Optional[Path]:
+def hf_cache_root(directory: Path) -> Path | None:
     """The `models--ORG--NAME` folder of the Hugging Face cache when `directory` is one of its
     `snapshots/REVISION` folders (whose files are symlinks into `../../blobs/`), else None."""
     d = Path(directory).resolve()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from bertcli.core.errors import UserError
 from bertcli.model.hf import read_config, weight_files
@@ -104,7 +104,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def tokenizer_source(path: Path) -> tuple[str, Optional[bool]]:
+def tokenizer_source(path: Path) -> tuple[str, bool | None]:
     """(kind, lowercase or None) of a checkpoint's tokenizer, from its files alone; a UserError
     for one bertcli cannot read (sentencepiece only, none, a malformed tokenizer.json)."""
     path = Path(path)

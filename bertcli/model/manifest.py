@@ -20,8 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
@@ -51,7 +51,7 @@ def _files(directory: Path) -> list[Path]:
     return out
 
 
-def write_manifest(directory: Path, names: Optional[Iterable[str]] = None) -> Path:
+def write_manifest(directory: Path, names: Iterable[str] | None = None) -> Path:
     """Hash every file of `directory` (or only `names`, the files the caller wrote, when the
     directory may hold others) into bertcli-manifest.json; call it after the last write."""
     directory = Path(directory)
@@ -69,7 +69,7 @@ def _damaged(directory: Path, name: str, what: str) -> UserError:
                          "on purpose")
 
 
-def read_manifest(directory: Path) -> Optional[dict[str, dict]]:
+def read_manifest(directory: Path) -> dict[str, dict] | None:
     """The manifest's files (None when the directory has none); UserError when it is malformed."""
     path = Path(directory) / MANIFEST
     if not path.is_file():

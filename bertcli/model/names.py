@@ -10,15 +10,13 @@ transformers exactly bertcli's outputs.
 
 from __future__ import annotations
 
-from typing import Optional
-
-from bertcli.config.model import EncoderConfig
 from bertcli.config.families import FamilySpec
+from bertcli.config.model import EncoderConfig
 
 WeightMap = dict[str, list[tuple[str, ...]]]
 
 
-def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> WeightMap:
+def weight_map(c: EncoderConfig, head: str, base: str | None = None) -> WeightMap:
     """bertcli parameter name -> list of copies, each a tuple of transformers names whose tensors
     concatenate (dim 0) to it. `base` is the encoder's prefix (default: the family's, e.g.
     "bert."; "" for encoder-only directories)."""
@@ -31,7 +29,8 @@ def weight_map(c: EncoderConfig, head: str, base: Optional[str] = None) -> Weigh
     def add(ours: str, *theirs: str) -> None:
         m.setdefault(ours, []).append(tuple(theirs))
 
-    def linear(ours: str, theirs: str, bias: bool = spec.biases) -> None:
+    def linear(ours: str, theirs: str | None, bias: bool = spec.biases) -> None:
+        assert theirs is not None, f"{spec.name} names no transformers tensor for {ours}"
         for kind in ("weight", "bias") if bias else ("weight",):
             add(f"{ours}.{kind}", f"{theirs}.{kind}")
 

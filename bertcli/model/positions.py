@@ -12,7 +12,6 @@ Sliding window: a query at position i sees keys j with |i - j| <= window (transf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -39,8 +38,8 @@ def rotary(theta: float, head_dim: int, positions: Tensor) -> Rotary:
     return Rotary(emb.cos(), emb.sin())
 
 
-def window_mask(length: int, window: int, padding: Optional[Tensor], device: torch.device,
-                query_pos: Optional[Tensor] = None) -> Optional[Tensor]:
+def window_mask(length: int, window: int, padding: Tensor | None, device: torch.device,
+                query_pos: Tensor | None = None) -> Tensor | None:
     """Boolean attention mask (True = attend) of a local layer: [B|1, 1, T|Q, T].
 
     padding: [B, 1, 1, T] key mask of the batch (None: nothing padded). query_pos: [B, Q]
@@ -64,6 +63,6 @@ def window_mask(length: int, window: int, padding: Optional[Tensor], device: tor
 class AttentionInputs:
     """What one kind of layer (global or local) adds to the attention of the batch."""
 
-    mask: Optional[Tensor]                 # SDPA mask over the key rows
-    rope: Optional[Rotary] = None          # rotation of the N token rows (queries and keys)
-    query_rope: Optional[Rotary] = None    # sparse last layer: rotation of its query rows
+    mask: Tensor | None                 # SDPA mask over the key rows
+    rope: Rotary | None = None          # rotation of the N token rows (queries and keys)
+    query_rope: Rotary | None = None    # sparse last layer: rotation of its query rows

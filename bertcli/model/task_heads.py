@@ -15,8 +15,6 @@ layer then computes just those rows (keys and values still from every token).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from torch import Tensor, nn
 
 from bertcli.config.model import EncoderConfig
@@ -44,10 +42,10 @@ class TokenClassifier(nn.Module):
 
     @property
     def num_labels(self) -> int:
-        return len(self.config.labels)
+        return self.classifier.out_features              # len(config.labels)
 
-    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                token_type_ids: Optional[Tensor] = None, positions: Optional[Tensor] = None) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
         """positions: flat indices into input_ids.view(-1) (real tokens) -> [n, C]; without: [B, T, C]
         (padding rows hold the classifier's bias)."""
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=positions)
@@ -74,8 +72,8 @@ class SpanExtractor(nn.Module):
         self.qa_outputs = nn.Linear(c.hidden_size, 2)
         init_weights(self)
 
-    def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
-                token_type_ids: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
         h = self.encoder(input_ids, attention_mask, token_type_ids).padded()   # [B, T, H]
         if self.transform is not None:
             h = self.dropout(self.transform(h))

@@ -13,13 +13,13 @@ follows whatever the modules and the name mapping are, for every family.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
+from bertcli.config.families import FAMILIES
 from bertcli.core.errors import UserError
 from bertcli.model.hf import is_encoder_param, weight_files, weight_map
-from bertcli.config.families import FAMILIES
-from bertcli.tokenization.load import load_tokenizer, LOADABLE
+from bertcli.tokenization.load import LOADABLE, load_tokenizer
 
 FIX = "config.json and model.safetensors do not belong together (or config.json was edited)"
 
@@ -40,7 +40,7 @@ def header_shapes(directory: Path, rename: Callable[[str], str] = lambda k: k) -
     return shapes
 
 
-def _base(shapes: dict, prefix: str) -> Optional[str]:
+def _base(shapes: dict, prefix: str) -> str | None:
     """The backbone prefix the stored names use: the family's (task models), none (a bare
     encoder's `embeddings.*`), or None when they are not this family's tensors."""
     if any(k.startswith(prefix) for k in shapes):

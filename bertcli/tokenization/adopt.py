@@ -20,7 +20,6 @@ import shutil
 import time
 from pathlib import Path
 
-from bertcli.core import console
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import StageResult, is_complete, stage_guard
 from bertcli.core.fs import building

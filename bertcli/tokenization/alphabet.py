@@ -139,4 +139,5 @@ def unk_warning(info: dict) -> str | None:
              if causes.get(k, 0) / total >= 0.05]
     example = f" (most frequent unknown characters: {causes['examples']})" if causes.get("examples") else ""
     return (f"{rate:.2%} of the {info.get('evaluated_on', 'validation')} tokens are [UNK], above "
-            f"{UNK_WARN_RATE:.0%}{example}. Causes: " + " | ".join(parts or ["not recorded (built by an older bertcli: `bertcli tokenize --force` records them)"]))
+            f"{UNK_WARN_RATE:.0%}{example}. Causes: "
+            + " | ".join(parts or ["not recorded (built by an older bertcli: `bertcli tokenize --force` records them)"]))

@@ -21,7 +21,7 @@ from bertcli.corpus.build import build_corpus, corpus_fingerprint, corpus_info, 
 from bertcli.tokenization.adopt import run_adopt
 from bertcli.tokenization.alphabet import UnkCauses, unk_warning
 from bertcli.tokenization.load import SPECIAL_TOKENS
-from bertcli.tokenization.train import write_json, hf_class, measure_unk_rate, train_tokenizer, write_hf_files
+from bertcli.tokenization.train import hf_class, measure_unk_rate, train_tokenizer, write_hf_files, write_json
 
 TOKENIZER_VERSION = STAGE_VERSIONS["tokenizer"]
 INFO_FILE = "tokenizer_info.json"

@@ -24,7 +24,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+
 from bertcli.tokenization.train import _NoBar, _sentence_batches
 
 FILE = "extension.json"
@@ -46,7 +46,7 @@ class Extension:
             Path(directory, "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
 
 
-def load_extension(tokenizer_dir: Path) -> Optional[Extension]:
+def load_extension(tokenizer_dir: Path) -> Extension | None:
     path = Path(tokenizer_dir) / FILE
     if not path.is_file():
         return None

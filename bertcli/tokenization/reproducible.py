@@ -27,8 +27,8 @@ two of its trainers let that order reach the result:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tokenizers import AddedToken, Tokenizer
 

@@ -34,9 +34,11 @@ import math
 import random
 import re
 import shutil
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,8 +47,8 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.core.paths import check_space, saving
 from bertcli.core.fs import building
+from bertcli.core.paths import check_space, saving
 from bertcli.model.manifest import verify_checkpoint, write_manifest
 
 FORMAT = "bertcli-trainer-state"
@@ -77,17 +79,17 @@ class TrainState:
     interval_sums: dict = _required(factory=dict)  # metric sums since the last logged step
     world_size: int = 1
     batch_size: int = 0
-    train_rows: Optional[int] = None
+    train_rows: int | None = None
     bad_steps: int = 0
     overflows: int = 0
     scaler: dict = field(default_factory=dict)  # GradScaler.state_dict() (fp16), else empty
-    majority_acc: Optional[float] = None
-    tokenizer_sha256: Optional[str] = None      # tokenizer.json the run was trained with
-    data_sha256: Optional[str] = None           # the built data's arrow files
+    majority_acc: float | None = None
+    tokenizer_sha256: str | None = None      # tokenizer.json the run was trained with
+    data_sha256: str | None = None           # the built data's arrow files
     # multi-phase runs and time budgets (bertcli.train.phases): the phase of the last update, the
     # cursor into that phase's data, and the training seconds of every run of this training
     phase: int = 0
-    phase_name: Optional[str] = None
+    phase_name: str | None = None
     phase_start: int = 0
     phase_samples: int = 0
     elapsed_s: float = 0.0
@@ -101,7 +103,7 @@ class TrainState:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         return {**self.extra, **d}
 
-    def load_state_dict(self, d: dict) -> "TrainState":
+    def load_state_dict(self, d: dict) -> TrainState:
         names = {f.name for f in dataclasses.fields(self)} - {"extra"}
         for k, v in d.items():
             if k in names:
@@ -111,10 +113,10 @@ class TrainState:
         return self
 
     @classmethod
-    def from_state_dict(cls, d: dict) -> "TrainState":
+    def from_state_dict(cls, d: dict) -> TrainState:
         return cls().load_state_dict(d)
 
-    def problems(self, step_of_dir: Optional[int] = None) -> list[str]:
+    def problems(self, step_of_dir: int | None = None) -> list[str]:
         """What is wrong with the fields, by type and range (empty: a state a resume can use).
         `step_of_dir` is the N of a step-N directory, which the state's step must equal: a
         step of 10**15 in step-0000010 would make the run look finished, -7 would rewind it."""
@@ -132,7 +134,7 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _field_problems(s: "TrainState", step_of_dir: Optional[int]):
+def _field_problems(s: TrainState, step_of_dir: int | None):
     def count(name, low=0):
         v = getattr(s, name)
         if not _is_int(v):
@@ -186,7 +188,8 @@ def _field_problems(s: "TrainState", step_of_dir: Optional[int]):
 def capture_rng() -> dict:
     """This process's RNG states as JSON-able data (base64 for the byte states)."""
     b64 = lambda t: base64.b64encode(t.numpy().tobytes()).decode()  # noqa: E731
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    # the global RandomState is MT19937, whose legacy state is this tuple (the stubs also allow a dict)
+    kind, keys, pos, has_gauss, cached = typing.cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     version, internal, gauss_next = random.getstate()
     return {
         "torch": b64(torch.get_rng_state()),
@@ -306,7 +309,7 @@ def estimated_size(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
 
 
 def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torch.optim.Optimizer,
-         state: "TrainState | dict", rng: list[dict]) -> Path:
+         state: TrainState | dict, rng: list[dict]) -> Path:
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
     writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
     Refuses non-finite weights, and a disk without room for it, before writing anything."""

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.model.init_from import weights_sha256
 from bertcli.core.fs import write_text_atomic
+from bertcli.model.init_from import weights_sha256
 
 FILE = "init_from.json"
 
@@ -29,7 +28,7 @@ class InitReport:
     record: dict = field(default_factory=dict)      # path, sha256, step0
 
 
-def _read(run_dir: Path) -> Optional[dict]:
+def _read(run_dir: Path) -> dict | None:
     try:
         return json.loads((Path(run_dir) / FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -50,7 +49,7 @@ def check_source(recipe, run_dir: Path, resuming: bool) -> dict:
     return {"path": str(path), "sha256": sha, **({"step0": saved["step0"]} if saved and "step0" in saved else {})}
 
 
-def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bool) -> Optional[dict]:
+def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bool) -> dict | None:
     """A new run: validate the loaded weights (step 0), log it, keep it in init_from.json, and
     return the metrics.jsonl record. A resumed run: None (its metrics.jsonl has it)."""
     if resuming:
@@ -66,7 +65,7 @@ def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bo
     return {"step": 0, **val} if val else None
 
 
-def summary_rows(init: Optional[InitReport], run_dir: Path, last_val: dict, notes: list,
+def summary_rows(init: InitReport | None, run_dir: Path, last_val: dict, notes: list,
                  tokenizer_rows: list = ()) -> list[tuple[str, object]]:
     """The start -> end rows of `pretrain`'s summary (with the adopt stage's vocabulary rows)."""
     record = (init.record if init is not None else None) or _read(run_dir) or {}

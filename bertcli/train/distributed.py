@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import typing
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +44,7 @@ def init(device_spec: str = "auto", timeout_minutes: float = 120.0) -> Dist:
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
-        kwargs = {"device_id": device} if device.type == "cuda" else {}
+        kwargs: dict[str, typing.Any] = {"device_id": device} if device.type == "cuda" else {}
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes), **kwargs)
     return Dist(rank, world, local_rank, device)
 

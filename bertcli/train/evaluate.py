@@ -19,13 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
+from bertcli.config.recipe import load_recipe
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.model.hf import read_config
-from bertcli.config.recipe import load_recipe
 from bertcli.data.build import ensure_data
+from bertcli.model.hf import read_config
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
 
@@ -34,7 +33,7 @@ from bertcli.tokenization.load import load_tokenizer
 class EvalSettings:
     seed: int = 42
     max_seq_length: int = 128
-    objective: Optional[str] = None          # None: the family's pair head (nsp / sop / none)
+    objective: str | None = None          # None: the family's pair head (nsp / sop / none)
     batch_size: int = 32
     pppl_rows: int = 32
     cache: Path = Path("runs/evaluate")
@@ -96,7 +95,6 @@ def _pair_name(model) -> str:
 
 def _score(model, rows, collate, batch_size: int, pair: bool) -> dict:
     """MLM (and pair) sums over every row, in order."""
-    import torch
     import torch.nn.functional as F
 
     loss = correct = masked = pair_correct = seqs = 0.0

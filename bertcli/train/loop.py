@@ -14,27 +14,29 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from bertcli.core.testhooks import pause_point
+from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
+from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.train import checkpoint as ckpt_io, memory
-from bertcli.train.heap import release_free_memory
+from bertcli.core.testhooks import pause_point
+from bertcli.train import checkpoint as ckpt_io
+from bertcli.train import memory
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
+from bertcli.train.heap import release_free_memory
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
-from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
 from bertcli.train.phases import PhaseLR, budget_multiplier, progress, state_value
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
-from bertcli.core import console
 
 # Interval sums kept per process between log steps (all-reduced when logged / checkpointed).
 SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "sequences", "tokens")

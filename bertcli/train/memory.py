@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -69,7 +69,7 @@ def available_bytes(device: torch.device) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def counting_saved(exclude: set[int] = frozenset()) -> "contextlib.AbstractContextManager[list[int]]":
+def counting_saved(exclude: Collection[int] = frozenset()) -> Iterator[list[int]]:
     """Counts the bytes of the tensors autograd saves for backward inside the block; storages
     in `exclude` (the parameters: matmuls save their weights, or views of them) are not counted."""
     total = [0]
@@ -94,7 +94,7 @@ def measure(probe: Callable[[int], None], model: torch.nn.Module, sizes: Sequenc
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     try:
-        counts = []
+        counts: list[int] = []
         for m in sizes:
             with counting_saved(params) as total:
                 probe(m)

@@ -21,8 +21,8 @@ from rich.progress import ProgressColumn
 from rich.text import Text
 
 from bertcli.core import console
-from bertcli.core.paths import saving
 from bertcli.core.fs import write_text_atomic
+from bertcli.core.paths import saving
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
 TIMING_KEYS = ("tokens_per_s", "train_seconds")
@@ -178,7 +178,7 @@ class LiveView:
         self._progress = None
         self._task = None
 
-    def __enter__(self) -> "LiveView":
+    def __enter__(self) -> LiveView:
         if self.enabled and (self.rich_console is not None or console.interactive()):
             from rich.progress import BarColumn, Progress, TextColumn
 

@@ -6,7 +6,7 @@ Generic on purpose: fine-tuning builds its optimizer with the same two functions
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -48,9 +48,9 @@ def build_optimizer(model: nn.Module, name: str, lr: float, betas: tuple[float, 
     groups = param_groups(model, weight_decay)
     device = torch.device(device)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **_fast_adamw_kwargs(device))
+        return torch.optim.AdamW(groups, lr=lr, betas=(betas[0], betas[1]), eps=eps, **_fast_adamw_kwargs(device))
     if name == "lamb":
-        return Lamb(groups, lr=lr, betas=tuple(betas), eps=eps)
+        return Lamb(groups, lr=lr, betas=(betas[0], betas[1]), eps=eps)
     raise UserError(f"unknown optimizer {name!r}", fix="use adamw or lamb")
 
 

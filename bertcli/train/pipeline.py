@@ -19,30 +19,30 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
+from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
+from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.locks import run_lock
 from bertcli.core.machine import advise_threads
-from bertcli.config.recipe import Recipe, load_recipe
+from bertcli.data.build import ensure_data
+from bertcli.data.collator import PretrainCollator
+from bertcli.data.dataset import PretrainDataset, load_data
+from bertcli.model import build_model, parameter_counts, save_checkpoint
+from bertcli.model.init_from import init_model
+from bertcli.tokenization.build import ensure_tokenizer
+from bertcli.tokenization.extend import load_extension
+from bertcli.tokenization.load import load_tokenizer
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import continued, distributed, memory, provenance
+from bertcli.train.loop import PhaseData, Trainer, TrainInputs
 from bertcli.train.metrics import read_metrics
-from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
 from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
-from bertcli.data.build import ensure_data
-from bertcli.tokenization.build import ensure_tokenizer
-from bertcli.core.locks import run_lock
-from bertcli.data.collator import PretrainCollator
-from bertcli.data.dataset import load_data, PretrainDataset
-from bertcli.model import build_model, parameter_counts, save_checkpoint
-from bertcli.tokenization.load import load_tokenizer
-from bertcli.train.loop import PhaseData, Trainer, TrainInputs
-from bertcli.model.init_from import init_model
-from bertcli.tokenization.extend import load_extension
 
 RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
 # Sections whose change makes another run (train keys listed below may change on --resume).
@@ -57,12 +57,12 @@ class PretrainResult:
     max_steps: int = 0
     tokens: int = 0
     seconds: float = 0.0
-    checkpoint: Optional[Path] = None
+    checkpoint: Path | None = None
     stages: list = field(default_factory=list)       # StageResults of tokenizer and data
-    resumed_from: Optional[Path] = None
+    resumed_from: Path | None = None
     last: dict = field(default_factory=dict)
     last_val: dict = field(default_factory=dict)
-    interrupted: Optional[int] = None               # signal number when stopped by a signal
+    interrupted: int | None = None               # signal number when stopped by a signal
     train_seconds: float = 0.0                      # training time (a budgeted run's clock)
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
     phases: list = field(default_factory=list)      # bertcli.config.phases.Phase of a multi-phase run
@@ -93,7 +93,8 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 def differences(old: Recipe, new: Recipe, sections=RUN_SECTIONS) -> list[tuple[str, Any, Any]]:
     """(key, old value, new value) for every run-defining key that differs."""
-    a, b = {}, {}
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
     for s in sections:
         a.update(flatten(getattr(old, s), f"{s}.") if s != "seed" else {"seed": old.seed})
         b.update(flatten(getattr(new, s), f"{s}.") if s != "seed" else {"seed": new.seed})
@@ -130,7 +131,7 @@ def _refuse_another_run(run_dir: Path, recipe: Recipe) -> None:
                             "or --force to replace that run")
 
 
-def prepare_run(recipe: Recipe, resume: Optional[str], force: bool) -> Optional[ckpt_io.Checkpoint]:
+def prepare_run(recipe: Recipe, resume: str | None, force: bool) -> ckpt_io.Checkpoint | None:
     """Check the output directory against the recipe and pick the checkpoint to resume from.
     Raises UserError (before anything is written) for another recipe's run, a damaged or
     foreign checkpoint, or a model changed since the checkpoint."""
@@ -218,7 +219,7 @@ def _stages(recipe: Recipe, d: distributed.Dist):
 
 
 # ---------------------------------------------------------------------------------- run
-def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = False) -> PretrainResult:
+def run_pretrain(recipe: Recipe, resume: str | None = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
     d = distributed.init(recipe.train.device)
     try:
@@ -229,7 +230,7 @@ def run_pretrain(recipe: Recipe, resume: Optional[str] = None, force: bool = Fal
         distributed.shutdown()
 
 
-def _run(recipe: Recipe, resume: Optional[str], force: bool, d: distributed.Dist) -> PretrainResult:
+def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -> PretrainResult:
     check_precision(recipe.train.precision, d.device)
     advise_threads(d.device)
     run_dir = recipe.out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -89,18 +89,19 @@ def clip_and_check(params: Iterable[torch.Tensor], max_norm: float | None,
     norm and clip it to `max_norm` (None: no clipping). Returns the norm before clipping; inf or
     nan means the step must be skipped (the gradients are then left untouched)."""
     if scaler is not None and scaler.is_enabled():
+        assert optimizer is not None, "fp16 unscaling needs the optimizer"
         scaler.unscale_(optimizer)
     params = [p for p in params if p.grad is not None]
     if not params:
         return 0.0
-    norm = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type=2.0)
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None], norm_type=2.0)
     value = float(norm)
     if max_norm is not None and math.isfinite(value):
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm)
     return value
 
 
-def optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, guard: "StepGuard",
+def optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, guard: StepGuard,
                    norm: float, *values: float, step: int | None = None) -> bool:
     """Apply one update after clip_and_check; True when it was applied. fp16: the scaler always
     steps and updates (it skips a step with overflowing gradients itself and lowers its scale, so

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic

@@ -11,7 +11,7 @@ consumed, always a multiple of B. Items are (epoch, index) pairs: dynamic maskin
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from torch.utils.data import Sampler
@@ -27,7 +27,7 @@ class EpochOrder:
             raise UserError("the training split of the built data is empty",
                             fix="use a larger corpus or a smaller data.max_seq_length")
         self.n, self.seed, self.shuffle = n, seed, shuffle
-        self._epoch, self._perm = -1, None
+        self._epoch, self._perm = -1, np.empty(0, dtype=np.int64)  # no epoch yet
 
     def permutation(self, epoch: int) -> np.ndarray:
         if epoch != self._epoch:

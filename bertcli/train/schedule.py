@@ -21,7 +21,7 @@ import torch
 KINDS = ("linear", "polynomial", "cosine", "constant", "wsd")
 
 
-def lr_multiplier(step: int, warmup_steps: int, max_steps: int, kind: str = "linear",
+def lr_multiplier(step: float, warmup_steps: float, max_steps: float, kind: str = "linear",
                   power: float = 1.0, min_lr_ratio: float = 0.0, decay_fraction: float = 0.1) -> float:
     """Multiplier of the peak learning rate for update number `step` (1-based)."""
     if kind not in KINDS:

@@ -14,10 +14,10 @@ import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.io import records
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.featurizer import Context, softmax, text_of, truncating
 from bertcli.finetune.task import Features
+from bertcli.io import records
 
 CHUNK = 8192  # examples per encode_batch call (bounds memory, feeds the progress bar)
 

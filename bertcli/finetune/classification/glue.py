@@ -1,4 +1,5 @@
-"""The nine GLUE tasks, presets of the classification task (`finetune/classification/task.py`): where their data lives, which columns hold what, their labels and metrics.
+"""The nine GLUE tasks, presets of the classification task (`finetune/classification/task.py`): where their data
+lives, which columns hold what, their labels and metrics.
 
 Label ids follow the `datasets` GLUE builder (nyu-mll/glue), so the original TSV files and the
 `datasets` layout give the same ids; `labels` holds the label *as spelled in the TSV files*
@@ -141,7 +142,7 @@ def task_overrides(cfg) -> dict:
     spell the same task (`rte` in the recipe, `RTE` from --set) merge, later values winning."""
     import dataclasses
 
-    out = {}
+    out: dict = {}
     for key, override in (cfg.tasks or {}).items():
         norm = normalize(key)
         if norm not in TASKS:

@@ -14,9 +14,9 @@ the ids the submission files are keyed by.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +24,6 @@ from bertcli.core.errors import UserError, require_finite
 from bertcli.finetune.classification.glue import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 from bertcli.io import records, tables
 from bertcli.io.tables import Table
-
 
 
 @dataclass
@@ -39,7 +38,7 @@ class Split:
     def __len__(self) -> int:
         return len(self.text_a)
 
-    def head(self, n: int) -> "Split":
+    def head(self, n: int) -> Split:
         """The first `n` examples (finetune.max_train_examples)."""
         return Split(self.name, self.source, self.text_a[:n], self.text_b[:n] if self.text_b is not None else None,
                      self.labels[:n] if self.labels is not None else None, self.ids[:n])

@@ -8,7 +8,7 @@ or Spearman correlation with a constant side is undefined and reported as 0 (sci
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -9,14 +9,14 @@ not_entailment; the binary tasks and WNLI: 0/1), STS-B scores clipped to [0, 5].
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from bertcli.core.fs import write_text_atomic as write_text
 from bertcli.finetune.classification.glue import TaskSpec
 from bertcli.finetune.classification.labels import LabelSpec
-from bertcli.core.fs import write_text_atomic as write_text
 
 
 def prediction_strings(task: LabelSpec | TaskSpec, predictions: np.ndarray) -> list[str]:
@@ -27,6 +27,7 @@ def prediction_strings(task: LabelSpec | TaskSpec, predictions: np.ndarray) -> l
         if task.score_range is not None:
             values = np.clip(values, *task.score_range)
         return [f"{v:.3f}" for v in values]
+    assert task.labels is not None, "a classification task names its labels"
     return [task.labels[int(i)] for i in predictions]
 
 

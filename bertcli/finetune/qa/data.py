@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, read_all
-from bertcli.core import console
 
 
 @dataclass
@@ -48,7 +48,7 @@ class SquadSplit:
     def context(self, i: int) -> str:
         return self.contexts[self.context_of[i]]
 
-    def head(self, n: int) -> "SquadSplit":
+    def head(self, n: int) -> SquadSplit:
         """The first `n` questions (finetune.max_train_examples)."""
         used = sorted(set(self.context_of[:n]))
         remap = {c: k for k, c in enumerate(used)}
@@ -192,7 +192,7 @@ def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str |
     return b.split, b.flagged, b.impossible
 
 
-def _report(b: "_Builder") -> None:
+def _report(b: _Builder) -> None:
     b.split.repaired, b.split.dropped = b.repaired, b.dropped
     if b.repaired or b.dropped:
         console.log(f"{b.split.source}: {b.repaired:,} answer_start values moved to the nearest occurrence "

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcli.finetune.qa.data import SquadSplit
-from bertcli.finetune.qa.features import build_features, Windows
 from bertcli.config.sections import SquadConfig
 from bertcli.core.errors import UserError
 from bertcli.finetune.featurizer import field
+from bertcli.finetune.qa.data import SquadSplit
+from bertcli.finetune.qa.features import Windows, build_features
 
 
 @dataclass

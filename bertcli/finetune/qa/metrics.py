@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -46,7 +46,8 @@ _WORDISH = re.compile(r"\w+|[^\w\s]")
 
 def mixed_segmentation(s: str, remove_punct: bool = True) -> list[str]:
     """CMRC 2018's segments: each Chinese character alone, other runs split into words and marks."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[str] = []
     for ch in s.lower().strip():
         if remove_punct and ch in _CMRC_PUNCT:
             continue
@@ -149,8 +150,9 @@ def find_best_thresh(predictions: Mapping[str, str], scores: Mapping[str, float]
                      na_probs: Mapping[str, float], has_ans: Mapping[str, bool]) -> tuple[float, float]:
     """The v2.0 script's search: questions in rising no-answer score are switched from "no
     answer" to their prediction one by one; returns (best score %, the no-answer score at it)."""
-    current = best = sum(1 for q in scores if not has_ans[q])
-    best_thresh = 0.0
+    current: float = sum(1 for q in scores if not has_ans[q])
+    best, best_thresh = current, 0.0
+    diff: float
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
         if qid not in scores:
             continue

@@ -25,12 +25,12 @@ import torch.nn.functional as F
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
+from bertcli.finetune.classification.submission import write_json
+from bertcli.finetune.featurizer import Context
 from bertcli.finetune.qa import metrics as squad_metrics
 from bertcli.finetune.qa.data import SquadSplit, load_squad
 from bertcli.finetune.qa.decode import Decoded, SpanFeaturizer
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
-from bertcli.finetune.classification.submission import write_json
-from bertcli.finetune.featurizer import Context
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
@@ -75,6 +75,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
                         "cover the whole tokens")
         per_feature = {"ctx_start": f.ctx_start.astype(np.int64), "doc_len": f.doc_len.astype(np.int64)}
         if is_train:
+            assert f.labels is not None, "training features carry their labels"
             per_feature["start_positions"] = f.labels[:, 0]
             per_feature["end_positions"] = f.labels[:, 1]
         return Features(f.ids, f.types, f.offsets, f.example.astype(np.int64),
@@ -171,7 +172,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 
     def summary_rows(self, results: dict) -> list[tuple[str, object]]:
         m = results["dev"]["dev"]
-        rows = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
+        rows: list[tuple[str, object]] = [("EM", f"{100 * m['exact']:.2f}"), ("F1", f"{100 * m['f1']:.2f}")]
         if self.version == 2:
             rows += [(k.replace("_", " "), f"{100 * m[k]:.2f}") for k in ("HasAns_f1", "NoAns_f1") if k in m]
             rows += [("best F1 / threshold", f"{100 * m['best_f1']:.2f} / {m['best_f1_thresh']:.3f}"),

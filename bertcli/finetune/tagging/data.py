@@ -42,14 +42,16 @@ class TagSplit:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def head(self, n: int) -> "TagSplit":
+    def head(self, n: int) -> TagSplit:
         """The first `n` sentences (finetune.max_train_examples)."""
         return TagSplit(self.name, self.source, self.tokens[:n], self.tags[:n], self.lines[:n])
 
 
 def read_conll(path: Path, name: str, tag_column: int = -1, encoding: str | None = None) -> TagSplit:
     tokens, tags, lines = [], [], []
-    words, labels, start, width = [], [], 0, None
+    words: list[str] = []
+    labels: list[str] = []
+    start, width = 0, None
 
     def flush():
         if words:

@@ -18,11 +18,10 @@ over all entities (conlleval's `overall`) and per type; token accuracy over all 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from bertcli.core.errors import UserError
 
-SCHEMES = ("iob1", "iob2", "bioes")
 PREFIXES = set("BIES")
 
 
@@ -140,7 +139,7 @@ def score(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict:
     overall = prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values()))
     per_type = {}
     for t in sorted(set(n_gold) | set(n_pred)):
-        p, r, f = prf(correct.get(t, 0), n_pred.get(t, 0), n_gold.get(t, 0))
-        per_type[t] = {"precision": p, "recall": r, "f1": f, "support": n_gold.get(t, 0)}
+        prec, rec, f1 = prf(correct.get(t, 0), n_pred.get(t, 0), n_gold.get(t, 0))
+        per_type[t] = {"precision": prec, "recall": rec, "f1": f1, "support": n_gold.get(t, 0)}
     return {"precision": overall[0], "recall": overall[1], "f1": overall[2],
             "accuracy": right / tokens if tokens else 0.0, "per_type": per_type}

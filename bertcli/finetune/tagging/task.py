@@ -23,18 +23,19 @@ import torch.nn.functional as F
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.fs import write_text_atomic
 from bertcli.finetune import runner
+from bertcli.finetune.featurizer import Context
 from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
-from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 from bertcli.finetune.tagging.windows import TagFeaturizer, per_word
-from bertcli.core.fs import write_text_atomic
-from bertcli.finetune.featurizer import Context
+from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):
     name = "ner"
     head = "token"
+    labels: tuple[str, ...]                 # set from the training entity types (__init__)
 
     def __init__(self, cfg, data_dir: Path, encoding: str | None = None):
         self.block = cfg.ner

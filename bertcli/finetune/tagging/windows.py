@@ -23,10 +23,11 @@ import bisect
 from dataclasses import dataclass
 
 import numpy as np
-from bertcli.core.errors import UserError
+
 from bertcli.config.sections import NerConfig
+from bertcli.core.errors import UserError
+from bertcli.finetune.featurizer import TEXT, field, softmax
 from bertcli.finetune.qa.features import tight_spans
-from bertcli.finetune.featurizer import field, softmax, TEXT
 from bertcli.finetune.tagging.schemes import entities
 
 
