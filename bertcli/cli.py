@@ -10,12 +10,16 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
 
 import typer
 
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
+    from bertcli.api import Command
 
 app = typer.Typer(
     add_completion=False,
@@ -91,7 +95,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
     return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
-def _recipe(spec: str | None, overrides: list[str] | None, command: str | None = "pretrain",
+def _recipe(spec: str | None, overrides: list[str] | None, command: Command | None = "pretrain",
             writes: bool = False):
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
     pretraining sections, finetune the finetune section); `writes`: the command writes its
@@ -138,7 +142,9 @@ def recipe_description(text: str) -> str:
 
 
 @app.command()
-def explain(section: str | None = typer.Argument(None, help="corpus, tokenizer, data, model, train, finetune, corpus.sources, finetune.tasks, finetune.ner, finetune.classify")) -> None:
+def explain(section: str | None = typer.Argument(None,
+                                                 help="corpus, tokenizer, data, model, train, finetune, corpus.sources, "
+                                                      "finetune.tasks, finetune.ner, finetune.classify")) -> None:
     """Show the keys of a recipe section with their types, defaults and help."""
     from bertcli.config.recipe import explain as rows_of
 
@@ -176,7 +182,9 @@ def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bo
 
 @app.command("build-data")
 def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bool = ForceOpt,
-               all_phases: bool = typer.Option(False, "--all-phases", help="A multi-phase recipe: build every phase's data, not only the first phase's.")) -> None:
+               all_phases: bool = typer.Option(False, "--all-phases",
+                                               help="A multi-phase recipe: build every phase's data, not only the first "
+                                                    "phase's.")) -> None:
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
     when the run reaches them, or now with --all-phases."""
@@ -190,9 +198,12 @@ def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: 
 def pretrain(
     recipe: str = RecipeOpt,
     set_: list[str] | None = SetOpt,
-    resume: str | None = typer.Option(None, "--resume", help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
+    resume: str | None = typer.Option(None, "--resume",
+                                      help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
     force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
-    init_from: Path | None = typer.Option(None, "--init-from", help="Continued pretraining: start from this checkpoint directory (bertcli or transformers) instead of random weights; same as --set model.init_from=PATH."),
+    init_from: Path | None = typer.Option(None, "--init-from",
+                                          help="Continued pretraining: start from this checkpoint directory (bertcli or "
+                                               "transformers) instead of random weights; same as --set model.init_from=PATH."),
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
@@ -223,16 +234,24 @@ def fill_mask(
 @app.command("evaluate")
 def evaluate_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    corpus: list[Path] = typer.Option(..., "--corpus", help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
-    seed: int = typer.Option(42, "--seed", help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a tokenizer."),
+    corpus: list[Path] = typer.Option(..., "--corpus",
+                                      help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
+    seed: int = typer.Option(42, "--seed",
+                             help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
+                                  "tokenizer."),
     max_seq_length: int = typer.Option(128, "--max-seq-length", min=8, help="Tokens per row (capped by the model's positions)."),
-    objective: str | None = typer.Option(None, "--objective", help="Row layout: nsp, sop or none (default: the family's pair head, scored when the checkpoint has it)."),
-    pppl_rows: int = typer.Option(32, "--pppl-rows", min=0, help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
+    objective: str | None = typer.Option(None, "--objective",
+                                         help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
+                                              "checkpoint has it)."),
+    pppl_rows: int = typer.Option(32, "--pppl-rows", min=0,
+                                  help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Rows per forward pass."),
-    cache: Path = typer.Option(Path("runs/evaluate"), "--cache", help="Where the corpus, tokenizer and masked-data stages are cached."),
+    cache: Path = typer.Option(Path("runs/evaluate"), "--cache",
+                               help="Where the corpus, tokenizer and masked-data stages are cached."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with deterministic masks."""
+    """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
+    deterministic masks."""
     from bertcli.train.evaluate import EvalSettings, render, run_evaluate
 
     if objective not in (None, "nsp", "sop", "none"):
@@ -244,11 +263,16 @@ def evaluate_cmd(
 
 @finetune_app.command("glue")
 def finetune_glue(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), several "
-                            "separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet directory."),
-    hub: str | None = typer.Option(None, "--hub", help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    task: str = typer.Option(..., "--task", "-t",
+                             help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
+                                  "several separated by commas, or all (every task found in --data-dir)."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
+                                         help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
+                                              "directory."),
+    hub: str | None = typer.Option(None, "--hub",
+                                   help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
     recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
     set_: list[str] | None = SetOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
@@ -264,20 +288,26 @@ def finetune_glue(
 @app.command("export")
 def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
-    task: str | None = typer.Option(None, "--task", "-t", help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
+    out: Path = typer.Option(..., "--out", "-o",
+                             help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
+    task: str | None = typer.Option(None, "--task", "-t",
+                                    help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
     opset: int = num_option(18, "--opset", ge=1, help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
     quantize: str | None = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
-    dev: Path | None = typer.Option(None, "--dev", help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
+    dev: Path | None = typer.Option(None, "--dev",
+                                    help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
+    verify: bool = typer.Option(True, "--verify/--no-verify",
+                                help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
                                "(or export_info.json) lists are removed; anything else there stays."),
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
 
-    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16, quantize=quantize, dev=dev,
+    # typer reads the flag as a plain str; export refuses anything but int8 with a UserError
+    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
+                        quantize=cast("Literal['int8'] | None", quantize), dev=dev,
                         verify=verify, force=force)
     if not result.passed:
         raise typer.Exit(code=1)
@@ -285,15 +315,19 @@ def export_cmd(
 
 @app.command("predict")
 def predict_cmd(
-    model: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
+    model: Path = typer.Option(..., "--checkpoint", "-c",
+                               help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
     input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
     out: Path | None = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
     task: str | None = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
     batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
     top_k: int = num_option(5, "--top-k", ge=1, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
-    max_length: int | None = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"), help="Truncate inputs to this many tokens (default: the model's maximum)."),
-    allow_impossible: bool = typer.Option(False, "--allow-impossible", help="question-answering: an empty answer wins when the null span scores higher (SQuAD 2.0)."),
+    max_length: int | None = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"),
+                                        help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    allow_impossible: bool = typer.Option(False, "--allow-impossible",
+                                          help="question-answering: an empty answer wins when the null span scores higher (SQuAD "
+                                               "2.0)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
     encoding: str | None = EncodingOpt,
 ) -> None:
@@ -307,12 +341,18 @@ def predict_cmd(
 
 @finetune_app.command("squad")
 def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
+                                         help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
                                             "a `datasets` save_to_disk directory or parquet files."),
-    version: int = num_option(1, "--version", ge=1, le=2, help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: str | None = typer.Option(None, "--hub", help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r", help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
+    version: int = num_option(1, "--version", ge=1, le=2,
+                              help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    hub: str | None = typer.Option(None, "--hub",
+                                   help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
+                                        "network."),
+    recipe: str = typer.Option("squad", "--recipe", "-r",
+                               help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
     set_: list[str] | None = SetOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
     force: bool = OutForceOpt,
@@ -327,8 +367,10 @@ def finetune_squad(
 
 @finetune_app.command("ner")
 def finetune_ner(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path = typer.Option(..., "--data-dir", "-d", help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    data_dir: Path = typer.Option(..., "--data-dir", "-d",
+                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
     set_: list[str] | None = SetOpt,
@@ -345,15 +387,19 @@ def finetune_ner(
 
 @finetune_app.command("classify")
 def finetune_classify(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
     dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
     test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
-    text_column: str | None = typer.Option(None, "--text-column", help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_column: str | None = typer.Option(None, "--text-column",
+                                           help="Column of the text (default: finetune.classify.text_column, `text`)."),
     text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: str | None = typer.Option(None, "--label-column", help="Column of the label (default `label`): strings or ints."),
+    label_column: str | None = typer.Option(None, "--label-column",
+                                            help="Column of the label (default `label`): strings or ints."),
     regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("classify", "--recipe", "-r", help="Recipe whose `finetune` section (and its `classify` block) is used."),
+    recipe: str = typer.Option("classify", "--recipe", "-r",
+                               help="Recipe whose `finetune` section (and its `classify` block) is used."),
     set_: list[str] | None = SetOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
     force: bool = OutForceOpt,
@@ -370,7 +416,8 @@ def finetune_classify(
 
 @app.command()
 def features(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
     input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
     out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
     layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),
@@ -378,8 +425,10 @@ def features(
     pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
     text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
     id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
-    max_seq_length: int = num_option(128, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"), help="Longer texts are truncated."),
-    batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Texts per forward pass (bounds memory)."),
+    max_seq_length: int = num_option(128, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"),
+                                     help="Longer texts are truncated."),
+    batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"),
+                                 help="Texts per forward pass (bounds memory)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,

@@ -67,7 +67,7 @@ def write_sst2(root: Path, seed: int = 0) -> Path:
     for name, n in (("train", 24), ("dev", 8)):
         rows = [(" ".join(rng.choices("the a this that".split(), k=3) + [rng.choice(["good", "bad"])]), i % 2)
                 for i in range(n)]
-        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in rows))
+        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
     return root
 
 

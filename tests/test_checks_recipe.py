@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
 import typing
 
 import numpy as np
@@ -27,7 +28,8 @@ def numeric_fields(cls=Recipe, prefix=""):
             continue
         tp = hints[f.name]
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        base = args[0] if typing.get_origin(tp) is typing.Union and args else tp
+        # `Optional[X]` and `X | None` (types.UnionType on Python >= 3.10) alike
+        base = args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and args else tp
         origin = typing.get_origin(base)
         if dataclasses.is_dataclass(base):
             yield from numeric_fields(base, f"{prefix}{f.name}.")

@@ -68,7 +68,8 @@ def test_evaluate_equals_transformers_on_the_same_masked_rows(tmp_path):
             x = ids.clone()
             x[j] = tok.mask_id
             with torch.no_grad():
-                lp = hf(input_ids=x[None], token_type_ids=torch.tensor(row["token_type_ids"], dtype=torch.long)[None]).prediction_logits
+                types = torch.tensor(row["token_type_ids"], dtype=torch.long)[None]
+                lp = hf(input_ids=x[None], token_type_ids=types).prediction_logits
             total += torch.log_softmax(lp[0, j].double(), -1)[ids[j]].item()
             n += 1
     assert (ra["pppl_tokens"], ra["pseudo_perplexity"]) == (n, pytest.approx(math.exp(-total / n), rel=1e-5))

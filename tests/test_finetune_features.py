@@ -79,4 +79,5 @@ def test_features_cli_and_errors(tmp_path):
     r = run_cli("features", "-c", ckpt, "--input", tmp_path / "in.jsonl", "--out", tmp_path / "g.npy",
                 "--text-column", "body", "--layers", "-1,5", cwd=tmp_path)
     assert_user_error(r, "layer 5 does not exist", "0..2")
-    assert not (tmp_path / "g.npy").exists() and not [p for p in tmp_path.glob(".g.npy*") if p.name != ".g.npy.lock"]  # the lock file is no output
+    assert not (tmp_path / "g.npy").exists()
+    assert not [p for p in tmp_path.glob(".g.npy*") if p.name != ".g.npy.lock"]   # the lock file is no output

@@ -10,6 +10,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 from conftest import ONE_THREAD, run_cli
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
 
@@ -117,3 +118,22 @@ def test_every_split_type_is_cut_alike():
     assert (qa.contexts, qa.context_of, qa.ids, len(qa)) == (["c1"], [0, 0], ["q0", "q1"], 2)
     splits = TaskSplits(text, [text])
     assert splits.limit_train(None) is splits and len(splits.limit_train(1).train) == 1
+
+
+@pytest.mark.parametrize("recipe, block", [("ner", "ner"), ("squad", "squad"), ("squad", "squad_v2"),
+                                           ("classify", "classify")])
+def test_a_general_finetune_key_applies_to_each_commands_own_recipe(recipe, block):
+    """`--set finetune.batch_size=16` must reach the task: the shipped task recipes keep their
+    training values at the finetune level, not in the task block that would win over it (the
+    precedence trap measured in docs/finetune-defaults.md)."""
+    from bertcli.config.recipe import load_recipe
+    from bertcli.finetune.task import overlay
+
+    shipped = load_recipe(recipe, [])
+    default = overlay(shipped.finetune, getattr(shipped.finetune, block))
+    r = load_recipe(recipe, ["finetune.batch_size=16", "finetune.learning_rate=1e-4", "finetune.epochs=5"])
+    h = overlay(r.finetune, getattr(r.finetune, block))
+    assert (h.batch_size, h.learning_rate, h.epochs) == (16, 1e-4, 5.0)
+    assert default.batch_size != 16 and default.learning_rate != 1e-4       # the override changed something
+    r = load_recipe(recipe, [f"finetune.{block}.batch_size=8", "finetune.batch_size=16"])
+    assert overlay(r.finetune, getattr(r.finetune, block)).batch_size == 8  # a task block still wins, by design

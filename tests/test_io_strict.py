@@ -148,7 +148,7 @@ def test_regression_labels_must_be_finite_numbers(main, tmp_path):
     for i, (label, needle) in enumerate([("NaN", "not a finite number"), ('"inf"', "not a finite number"),
                                          ('"big"', "'big' is not a number"), ("[3]", "field 'label' is an array")]):
         train = tmp_path / f"reg{i}.jsonl"
-        train.write_text('{"text": "a", "label": 1.5}\n{"text": "b", "label": %s}\n' % label)
+        train.write_text(f'{{"text": "a", "label": 1.5}}\n{{"text": "b", "label": {label}}}\n')
         main(*classify(tmp_path, train, None, "--regression"), needles=[needle, f"reg{i}.jsonl:2"])
 
 
@@ -381,7 +381,8 @@ def test_predict_and_features_refuse_bad_records_and_encodings(main, tmp_path, t
     txt = tmp_path / "in.txt"
     txt.write_bytes("fine\ncaf\xe9\n".encode("latin1"))
     assert txt.read_bytes().index(b"\xe9") == 8
-    main("predict", "-c", tiny, "-i", txt, "-o", tmp_path / "p.jsonl", needles=["in.txt:2", "0xe9", "byte offset 8 ", "--encoding"])
+    main("predict", "-c", tiny, "-i", txt, "-o", tmp_path / "p.jsonl",
+         needles=["in.txt:2", "0xe9", "byte offset 8 ", "--encoding"])
     main("features", "-c", tiny, "-i", txt, "-o", tmp_path / "f.parquet", needles=["in.txt:2", "0xe9", "--encoding"])
     rows = jsonl(tmp_path / "in.jsonl", [{"text": "a"}, {"text": ["a", "b"]}])
     main("features", "-c", tiny, "-i", rows, "-o", tmp_path / "f.parquet", needles=["field 'text' is an array", "in.jsonl:2"])

@@ -99,7 +99,7 @@ def import_edges(package: Path):
     for mod, path in modules.items():
         is_init = path.name == "__init__.py"
 
-        def visit(node, kind):
+        def visit(node, kind, mod=mod, is_init=is_init):       # bound now: called within this iteration
             for ch in ast.iter_child_nodes(node):
                 k = kind
                 if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and kind == "top":
@@ -117,7 +117,7 @@ def import_edges(package: Path):
                             edges.append((mod, first, ch.lineno, "optional"))
                         elif first in HEAVY and k == "top":
                             edges.append((mod, first, ch.lineno, "heavy"))
-                visit(ch, k)
+                visit(ch, k, mod, is_init)
 
         visit(ast.parse(path.read_text(encoding="utf-8")), "top")
     return modules, edges

@@ -11,6 +11,7 @@ refused by the lock; bertcli's temporaries (only its own, only of dead processes
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -49,43 +50,60 @@ def case(name, tmp, ck):
     texts = write_texts(tmp / "in.txt")
     # -- class: a non-empty directory bertcli did not write
     if name == "unmarked/classify user file":
-        out.mkdir(); (out / "thesis.pdf").write_bytes(b"%PDF mine")
+        out.mkdir()
+        (out / "thesis.pdf").write_bytes(b"%PDF mine")
         return cls + ["--out", out], ["did not write", "thesis.pdf", "new or empty --out"]
     if name == "unmarked/classify hidden file only":
-        out.mkdir(); (out / ".DS_Store").write_bytes(b"\0\1")
+        out.mkdir()
+        (out / ".DS_Store").write_bytes(b"\0\1")
         return cls + ["--out", out], ["did not write", ".DS_Store"]
     if name == "unmarked/classify with --force":
-        out.mkdir(); (out / "results.json").write_text('{"mine": 1}')
+        out.mkdir()
+        (out / "results.json").write_text('{"mine": 1}')
         return cls + ["--out", out, "--force"], ["did not write", "results.json"]
     if name == "unmarked/ner":
         write_ner(tmp / "ner")
-        out.mkdir(); (out / "sub").mkdir(); (out / "sub" / "a.txt").write_text("x")
+        out.mkdir()
+        (out / "sub").mkdir()
+        (out / "sub" / "a.txt").write_text("x")
         return ["finetune", "ner", "-c", ck, "-d", tmp / "ner", "--out", out], ["did not write", "sub"]
     if name == "unmarked/glue":
-        out.mkdir(); (out / "notes.md").write_text("x")
+        out.mkdir()
+        (out / "notes.md").write_text("x")
         return ["finetune", "glue", "-c", ck, "-t", "rte", "-d", tmp / "data", "--out", out], ["notes.md"]
     if name == "unmarked/squad":
-        out.mkdir(); (out / "notes.md").write_text("x")
+        out.mkdir()
+        (out / "notes.md").write_text("x")
         return ["finetune", "squad", "-c", ck, "-d", tmp / "data", "--out", out], ["notes.md"]
     if name == "unmarked/export --force":
-        out.mkdir(); (out / "my_notes.txt").write_text("x")
+        out.mkdir()
+        (out / "my_notes.txt").write_text("x")
         return ["export", "-c", ck, "-o", out, "--force"], ["did not write", "my_notes.txt"]
     # -- class: a marked directory without --force
     if name == "marked/classify":
-        out.mkdir(); (out / "results.json").write_text("{}"); fake_marker(out, ["results.json"])
+        out.mkdir()
+        (out / "results.json").write_text("{}")
+        fake_marker(out, ["results.json"])
         return cls + ["--out", out], ["already holds an earlier result", "--force"]
     if name == "marked/ner":
         write_ner(tmp / "ner")
-        out.mkdir(); (out / "results.json").write_text("{}"); fake_marker(out, ["results.json"], "finetune ner")
+        out.mkdir()
+        (out / "results.json").write_text("{}")
+        fake_marker(out, ["results.json"], "finetune ner")
         return ["finetune", "ner", "-c", ck, "-d", tmp / "ner", "--out", out], ["already holds", "finetune ner"]
     if name == "marked/export":
-        out.mkdir(); (out / "model.onnx").write_text("x"); fake_marker(out, ["model.onnx"], "export")
+        out.mkdir()
+        (out / "model.onnx").write_text("x")
+        fake_marker(out, ["model.onnx"], "export")
         return ["export", "-c", ck, "-o", out], ["already holds an earlier result", "--force"]
     if name == "marked/export legacy bundle":
-        out.mkdir(); (out / "export_info.json").write_text('{"files": {"model.onnx": 1}}')
+        out.mkdir()
+        (out / "export_info.json").write_text('{"files": {"model.onnx": 1}}')
         return ["export", "-c", ck, "-o", out], ["already holds", "--force"]
     if name == "marked/damaged marker":
-        out.mkdir(); (out / "x").write_text("x"); (out / ".bertcli-output.json").write_text("{not json")
+        out.mkdir()
+        (out / "x").write_text("x")
+        (out / ".bertcli-output.json").write_text("{not json")
         return cls + ["--out", out, "--force"], ["marker", "damaged"]
     # -- class: an output that is an input
     if name == "input/classify out holds train.csv":
@@ -109,12 +127,14 @@ def case(name, tmp, ck):
     if name == "input/predict out inside checkpoint":
         return ["predict", "-c", ck, "-i", texts, "--out", ck / "preds.jsonl"], ["inside the model directory"]
     if name == "input/features out is input":
-        p = tmp / "in.parquet"; p.write_bytes(b"PAR1 mine")
+        p = tmp / "in.parquet"
+        p.write_bytes(b"PAR1 mine")
         return ["features", "-c", ck, "-i", p, "--out", p, "--force"], ["is the input", "in.parquet"]
     if name == "input/features out inside checkpoint":
         return ["features", "-c", ck, "-i", texts, "--out", ck / "model.npy"], ["inside the model directory"]
     if name == "input/export out holds dev":
-        (tmp / "b").mkdir(); (tmp / "b" / "dev.jsonl").write_text('{"text": "a", "label": "positive"}\n')
+        (tmp / "b").mkdir()
+        (tmp / "b" / "dev.jsonl").write_text('{"text": "a", "label": "positive"}\n')
         return ["export", "-c", ck, "-o", tmp / "b", "--quantize", "int8", "--dev", tmp / "b" / "dev.jsonl"], \
             ["holds the input", "dev.jsonl"]
     if name == "input/export out is checkpoint":
@@ -298,7 +318,7 @@ def test_only_bertcli_temporaries_of_dead_processes_are_removed(tmp_path):
     (damaged / ".bertcli-temporary.json").write_text("{oops")
     huge = tmp_path / ".out.bertcli-tmp-huge"
     huge.mkdir()
-    (huge / ".bertcli-temporary.json").write_text('{"pid": 99999999999999999999999, "host": "%s"}' % socket.gethostname())
+    (huge / ".bertcli-temporary.json").write_text(json.dumps({"pid": 99999999999999999999999, "host": socket.gethostname()}))
     visible = temp_marker(tmp_path / f"out.bertcli-tmp-{dead}-7", dead)     # not hidden: not a temporary name
     (gone / "x").write_text("half")
     before = {p.name for p in tmp_path.iterdir()}

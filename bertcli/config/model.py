@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TypeVar
 
 from bertcli.config.families import FAMILIES, FamilySpec, family_spec, position_offset
 from bertcli.config.sections import ModelConfig
 from bertcli.core.errors import UserError
 
 ACTIVATIONS = ("gelu", "gelu_new")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,12 @@ NO_LOCAL_ATTENTION = dict(local_attention=0, global_attn_every_n_layers=1, globa
                           local_rope_theta=10000.0)
 
 
+def resolved(value: T | None, name: str) -> T:
+    """A `model` field that `resolve_model` has filled (every family resolves all of them)."""
+    assert value is not None, f"model.{name} is still None after resolve_model"
+    return value
+
+
 def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
                    labels: tuple[str, ...] | None = None) -> EncoderConfig:
     """Resolve a recipe `model` section (None fields take the family's defaults, by
@@ -185,24 +193,24 @@ def encoder_config(model_cfg: ModelConfig, vocab_size: int, pad_token_id: int,
         num_hidden_layers=m.num_hidden_layers,
         num_attention_heads=m.num_attention_heads,
         intermediate_size=m.intermediate_size,
-        embedding_size=m.embedding_size,
-        hidden_act=m.hidden_act,
+        embedding_size=resolved(m.embedding_size, "embedding_size"),
+        hidden_act=resolved(m.hidden_act, "hidden_act"),
         hidden_dropout_prob=m.hidden_dropout_prob,
         attention_probs_dropout_prob=m.attention_probs_dropout_prob,
-        max_position_embeddings=m.max_position_embeddings,
-        type_vocab_size=m.type_vocab_size,
-        layer_norm_eps=m.layer_norm_eps,
+        max_position_embeddings=resolved(m.max_position_embeddings, "max_position_embeddings"),
+        type_vocab_size=resolved(m.type_vocab_size, "type_vocab_size"),
+        layer_norm_eps=resolved(m.layer_norm_eps, "layer_norm_eps"),
         initializer_range=m.initializer_range,
-        sharing=m.sharing,
+        sharing=resolved(m.sharing, "sharing"),
         num_hidden_groups=m.num_hidden_groups,
-        norm=m.norm,
-        classifier_dropout=m.classifier_dropout,
+        norm=resolved(m.norm, "norm"),
+        classifier_dropout=resolved(m.classifier_dropout, "classifier_dropout"),
         pad_token_id=int(pad_token_id),
         labels=tuple(labels) if labels is not None else None,
-        local_attention=m.local_attention,
-        global_attn_every_n_layers=m.global_attn_every_n_layers,
-        global_rope_theta=m.global_rope_theta,
-        local_rope_theta=m.local_rope_theta,
+        local_attention=resolved(m.local_attention, "local_attention"),
+        global_attn_every_n_layers=resolved(m.global_attn_every_n_layers, "global_attn_every_n_layers"),
+        global_rope_theta=resolved(m.global_rope_theta, "global_rope_theta"),
+        local_rope_theta=resolved(m.local_rope_theta, "local_rope_theta"),
         classifier_pooling=m.classifier_pooling,
     )
     return cfg.validate()

@@ -24,7 +24,7 @@ import yaml
 from bertcli.config import sections
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
-from bertcli.config.model import resolve_model
+from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
 from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
 from bertcli.config.sections import (
@@ -140,6 +140,8 @@ def find_recipe(spec: str) -> tuple[str, str]:
 def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Load a recipe (path or shipped name; None = all defaults), apply `--set` overrides,
     check every key and type, fill family defaults and validate cross-field rules."""
+    raw: dict
+    lines: dict[str, int]
     if spec is None:
         raw, where, lines = {}, "<defaults>", {}
     else:
@@ -168,7 +170,7 @@ def check_purpose(recipe: Recipe, command: str) -> None:
     train a 30k tokenizer from defaults, and `finetune -r bert-tiny` would fine-tune with
     defaults nobody chose. A recipe file that sets both kinds of section (e.g. a run's saved
     recipe.yaml) suits both; so does no recipe at all."""
-    given = getattr(recipe, "given_sections", frozenset())
+    given: frozenset[str] = getattr(recipe, "given_sections", frozenset())
     if not given:
         return
     pretraining = any(s in given for s in PRETRAIN_SECTIONS)
@@ -287,7 +289,7 @@ def validate(r: Recipe) -> None:
         fail(f"model.vocab_size {m.vocab_size} differs from tokenizer.vocab_size {t.vocab_size}",
              "leave model.vocab_size unset (it follows the tokenizer) or make them equal")
     offset = position_offset(m, t.special_tokens)
-    usable = m.max_position_embeddings - offset
+    usable = resolved(m.max_position_embeddings, "max_position_embeddings") - offset
     if d.max_seq_length > usable:
         extra = (f" ({family_spec(m.family).display} positions start at {offset} = padding_idx + 1, so it "
                  f"needs max_seq_length + {offset})" if offset else "")
@@ -311,7 +313,7 @@ def validate(r: Recipe) -> None:
         fail(f"data.objective {d.objective} with the {m.family} family: {arch}'s head is "
              f"{spec.pair_head.upper()}",
              f"use data.objective: {spec.pair_head} ({m.family.upper()}) or model.family: " + " / ".join(with_head))
-    if d.objective != "none" and m.type_vocab_size < 2:
+    if d.objective != "none" and resolved(m.type_vocab_size, "type_vocab_size") < 2:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:
         fail("data.ngram > 1 selects spans of whole words and needs data.whole_word: true")
@@ -382,7 +384,9 @@ def _own_field_docs(cls: type) -> dict[str, str]:
         tree = ast.parse(inspect.getsource(cls))
     except (OSError, TypeError):
         return {}
-    body = tree.body[0].body
+    node = tree.body[0]
+    assert isinstance(node, ast.ClassDef), "the source of a class is its class statement"
+    body = node.body
     docs = {}
     for node, nxt in zip(body, body[1:]):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
@@ -393,24 +397,26 @@ def _own_field_docs(cls: type) -> dict[str, str]:
 
 def explain(section: str | None) -> list[tuple[str, str, str, str]]:
     """(key, type, default, help) rows for a section (None or 'recipe': the top level)."""
-    cls = Recipe
+    cls: type = Recipe
     prefix = ""
     if section and section != "recipe":
         parts = section.split(".")
-        for i, part in enumerate(parts):
+        for part in parts:
             hints = typing.get_type_hints(cls)
             if part not in hints:
                 raise UserError(f"{section}: unknown section" + did_you_mean(part, hints, prefix=prefix),
                                 fix="sections: " + ", ".join(SECTIONS))
             tp = hints[part]
-            args = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
-            cls = tp if dataclasses.is_dataclass(tp) else (args[0] if args else None)
+            # hints are classes, never dataclass instances: isinstance(, type) only narrows the type
+            args = [a for a in typing.get_args(tp) if isinstance(a, type) and dataclasses.is_dataclass(a)]
+            found: type | None = tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else (args[0] if args else None)
             if typing.get_origin(tp) is list:
-                cls = typing.get_args(tp)[0]
+                found = typing.get_args(tp)[0]
             if typing.get_origin(tp) is dict:
-                cls = typing.get_args(tp)[1]
-            if cls is None:
+                found = typing.get_args(tp)[1]
+            if found is None:
                 raise UserError(f"{section}: not a section")
+            cls = found
             prefix += part + "."
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)

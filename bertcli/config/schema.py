@@ -87,7 +87,7 @@ def coerce(value: Any, tp: Any, path: str, ctx: Ctx) -> Any:
                 raise
             raise UserError(f"{path}: expected {' or '.join(pretty_type(a) for a in inner)}, got {_describe(value)}",
                             where=ctx.at(path)) from e
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a class, never an instance, as a hint
         return build(tp, value, path + ".", ctx)
     if origin is Literal:
         if value in args:

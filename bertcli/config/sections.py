@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bertcli.config.families import FAMILY_NAMES  # pure data: the registry of model families
+from bertcli.config.families import FamilyName  # pure data: the model families' names, as a Literal
 
 
 def num(default, *, ge=None, gt=None, le=None, hash=True, signed=False):
@@ -83,7 +83,7 @@ class TokenizerConfig:
     """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
     vocab_size: int = num(30522, ge=32)
     """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
-    special_tokens: Literal[FAMILY_NAMES] | None = None
+    special_tokens: FamilyName | None = None
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
     <mask>`, albert `<pad> <unk> [CLS] [SEP] [MASK]`. Default: the model family's."""
     lowercase: bool = True
@@ -162,7 +162,7 @@ class DataConfig:
 # ------------------------------------------------------------------------------------------ model
 @dataclass
 class ModelConfig:
-    family: Literal[FAMILY_NAMES] = "bert"
+    family: FamilyName = "bert"
     """Which checkpoint format and heads: bert (BertForPreTraining: MLM + NSP head), roberta
     (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head),
     modernbert (ModernBertForMaskedLM: rotary, GeGLU, no biases, alternating local/global

@@ -85,11 +85,11 @@ def listed_files(directory: Path) -> set[str] | None:
         except (OSError, ValueError):
             data = None
         files = data.get(key) if isinstance(data, dict) else None
-        if path == marker and not isinstance(files, list):
-            raise UserError(f"the output marker {MARKER} is damaged", where=str(path),
-                            fix="check that directory's content yourself, then remove the marker (or the "
-                                "directory) and run again; bertcli removes nothing it cannot prove it wrote")
         if path == marker:
+            if not isinstance(files, list):
+                raise UserError(f"the output marker {MARKER} is damaged", where=str(path),
+                                fix="check that directory's content yourself, then remove the marker (or the "
+                                    "directory) and run again; bertcli removes nothing it cannot prove it wrote")
             return {str(f) for f in files}
         names = set(files) if isinstance(files, (dict, list)) else set()
         return {str(f) for f in names} | {"export_info.json"}
@@ -279,7 +279,7 @@ def remove_stale_temporaries(parent: Path) -> list[Path]:
 # ------------------------------------------------------------------------------------ install
 def _remove_listed(directory: Path, files: Iterable[str]) -> None:
     """Remove the listed files (never anything else), then the directories they leave empty."""
-    parents = set()
+    parents: set[Path] = set()
     for rel in sorted(files, key=lambda r: (r not in COMPLETE_LAST, r)):   # completeness first
         p = directory / rel
         if directory.resolve() not in p.resolve().parents and not p.is_symlink():
@@ -345,7 +345,7 @@ def install(tmp: Path, final: Path, command: str | None = None) -> Path:
 
 def _dirs_only_foreign(final: Path, listed: set[str]) -> bool:
     """An empty directory a user made inside `final` is theirs too: keep it (no swap)."""
-    for root, dirs, files in os.walk(final):
+    for root, dirs, _ in os.walk(final):
         for d in dirs:
             rel = (Path(root) / d).relative_to(final).as_posix()
             if not any(f.startswith(rel + "/") for f in listed) and not os.listdir(Path(root) / d):

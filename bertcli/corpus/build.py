@@ -190,10 +190,9 @@ def documents(cfg: CorpusConfig, resolved: list[Resolved], stats: ReadStats,
                 sents = doc.sentences
                 if mode == "always":
                     sents = [s for line in sents for s in split_sentences(line)]
-            elif mode == "never":
-                sents = doc.text.splitlines()
             else:
-                sents = split_sentences(doc.text)
+                assert doc.text is not None, "a RawDoc holds sentences or text"
+                sents = doc.text.splitlines() if mode == "never" else split_sentences(doc.text)
             sents = [s for s in (x.strip() for x in sents) if len(s) >= min_chars]
             if not sents:
                 continue

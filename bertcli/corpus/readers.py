@@ -3,8 +3,9 @@
 Every reader streams, through the shared readers of bertcli.io (text.py: bounded lines and
 encodings, so one giant line, a 50 MB file without newlines, is reported instead of filling
 memory; tables.py: csv / tsv (the GLUE rule: tabs only, no quoting) / jsonl / json / parquet /
-save_to_disk / hub, read in record batches). A reader yields `RawDoc`s (raw text; the data builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google BERT's
-format) or as text still to be split into sentences; `corpus.py` does the rest.
+save_to_disk / hub, read in record batches). A reader yields `RawDoc`s (raw text; the data
+builder's tokenized documents are `pairs.TokenDoc`), either already one sentence per item (Google
+BERT's format) or as text still to be split into sentences; `corpus.py` does the rest.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Resolved:
 
     def fingerprint(self) -> dict:
         s = self.src
-        fp = {"path": s.path, "format": s.format, "layout": s.layout, "text_field": s.text_field,
+        fp: dict[str, object] = {"path": s.path, "format": s.format, "layout": s.layout, "text_field": s.text_field,
               "max_documents": s.max_documents}
         if self.kind == "builtin":
             fp.update(builtin_corpus.fingerprint())

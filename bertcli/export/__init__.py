@@ -11,6 +11,6 @@ CONTRACT
 
 Modules: heads (choosing the head kind, the traced module), graph (torch.onnx.export, int8),
 verify (ORT vs PyTorch), backend (the two runtimes), inputs (streaming readers), dev (--dev),
-predict, features (`bertcli features`), run. Featurization is fine-tuning's (bertcli.finetune). onnx / onnxruntime / onnxscript come from the `export`
-extra and are imported only inside the functions that need them.
+predict, features (`bertcli features`), run. Featurization is fine-tuning's (bertcli.finetune).
+onnx / onnxruntime / onnxscript come from the `export` extra and are imported only inside the functions that need them.
 """

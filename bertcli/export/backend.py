@@ -7,7 +7,7 @@ predict, verification and the benchmark never care which one runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +96,13 @@ class OrtBackend:
         self.expected: dict[str, tuple] | None = None
         self.sizes: dict[str, int] = {}
 
-    def expect(self, outputs: dict[str, tuple[str, ...]], sizes: dict[str, int], optional: Sequence[str] = ()) -> None:
+    def expect(self, outputs: dict[str, tuple[str, ...]], sizes: Mapping[str, int | None], optional: Sequence[str] = ()) -> None:
         """Check the graph's outputs against what a task's decoder reads before anything runs
         (a foreign graph must be a message, not an IndexError in a decoder): every output of
         `outputs` (name -> axis names) but the `optional` ones is there, of a float type, with
         as many axes, and every fixed axis named in `sizes` ("labels", "vocab", "hidden") of
         that size. Afterwards only those outputs are run, and each result is checked too."""
-        sizes = {k: v for k, v in sizes.items() if v is not None}
+        fixed = {k: v for k, v in sizes.items() if v is not None}
         declared = {o.name: o for o in self.session.get_outputs()}
         have = ", ".join(f"{n} {list(o.shape)}" for n, o in declared.items()) or "none"
         fix = "predict runs graphs written by `bertcli export` for this checkpoint; export it again"
@@ -121,16 +121,17 @@ class OrtBackend:
                 raise UserError(f"graph output {name} has {len(shape)} axes {shape}; this task needs "
                                 f"{len(axes)} {list(axes)}", where=str(self.path), fix=fix)
             for dim, axis in zip(shape or [], axes):
-                if isinstance(dim, int) and axis in sizes and dim != sizes[axis]:
+                if isinstance(dim, int) and axis in fixed and dim != fixed[axis]:
                     raise UserError(f"graph output {name} has {dim} on its {axis} axis; the model's config.json "
-                                    f"says {sizes[axis]}", where=str(self.path),
+                                    f"says {fixed[axis]}", where=str(self.path),
                                     fix="config.json (labels, vocab_size, hidden_size) does not belong to this "
                                         "model.onnx; " + fix)
         self.expected = {n: tuple(a) for n, a in outputs.items() if n in declared}
-        self.sizes = dict(sizes)
+        self.sizes = dict(fixed)
         self.output_names = list(self.expected)
 
     def _check_result(self, name: str, out: np.ndarray, batch: int, seq: int) -> None:
+        assert self.expected is not None, "run() checks results only once expect() has set expected"
         axes = self.expected[name]
         want = {"batch": batch, "sequence": seq, **self.sizes}
         if out.ndim != len(axes) or any(a in want and d != want[a] for d, a in zip(out.shape, axes)):

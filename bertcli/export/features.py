@@ -32,9 +32,8 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_file, removing_on_signal
-from bertcli.finetune.encoder_heads import TextFeaturizer
 from bertcli.finetune.encoder_heads import pool as pool_states
-from bertcli.finetune.featurizer import Context
+from bertcli.finetune.featurizer import Context, TextFeaturizer
 from bertcli.finetune.heads import saved_head
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
@@ -233,23 +232,25 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
                 rows_np = None if pool == "none" else pool_states(feats, mask.to(dev), pool).cpu().numpy()
                 feats_np = feats.cpu().numpy() if pool == "none" else None
                 if writer is not None:
+                    assert ids_file is not None, "opened together with writer"
                     for b, (text_id, _) in enumerate(chunk):
-                        if pool == "none":
+                        if feats_np is not None:                              # pool == "none"
                             n = len(encs[b].ids)
                             writer.write(feats_np[b, :n])
                             ids_file.writelines(f"{text_id}\t{p}\t{t}\n" for p, t in enumerate(encs[b].tokens))
                             n_rows += n
                         else:
                             ids_file.write(f"{text_id}\n")
-                    if pool != "none":
+                    if rows_np is not None:                                   # pool != "none"
                         writer.write(rows_np)
                         n_rows += len(rows_np)
                 else:
                     cols = {"id": [i for i, _ in chunk]}
-                    if pool == "none":
+                    if feats_np is not None:                                  # pool == "none"
                         cols["tokens"] = [e.tokens for e in encs]
                         cols["features"] = [feats_np[b, :len(e.ids)].tolist() for b, e in enumerate(encs)]
                     else:
+                        assert rows_np is not None, "pooled rows exist whenever pool != none"
                         cols["features"] = list(rows_np)
                     pw.write_table(pa.table(cols, schema=schema))
                     n_rows += len(chunk)
@@ -257,6 +258,7 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
                 bar.advance(len(chunk))
     except BaseException:
         if writer is not None:
+            assert ids_file is not None, "opened together with writer"
             writer.abort()
             ids_file.close()
             ids_tmp.unlink(missing_ok=True)
@@ -265,6 +267,7 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
             tmp.unlink(missing_ok=True)
         raise
     if writer is not None:
+        assert ids_file is not None, "opened together with writer"
         writer.close()
         ids_file.close()
         os.replace(ids_tmp, ids_path)

@@ -136,7 +136,8 @@ def open_model(path, task: str | None = None, threads: int | None = None, batch_
                             where=str(directory), fix="name it with --task (classification, fill-mask, features, ...)")
         kind = detect_kind(directory, found)
         tok = load_tokenizer(directory)
-        backend: OrtBackend | TorchBackend = OrtBackend(onnx_file, threads=threads)
+        backend: OrtBackend | TorchBackend
+        backend = OrtBackend(onnx_file, threads=threads)
         check_graph(backend, tok, config, export_info, onnx_file)
         backend.expect(kind.outputs, {"labels": len(config.labels or ()) or None, "vocab": config.vocab_size,
                                       "hidden": config.hidden_size}, optional=kind.optional)

@@ -197,7 +197,8 @@ def show(out: Path, info: dict, passed: bool) -> None:
             agree = check["argmax_agreement"].get(output)
             extra = f", argmax agreement {agree:.4f}" if agree is not None and name != "fp32" else ""
             state = "ok" if diff <= check["tolerance"][output] else "FAILED"
-            rows.append((f"max |diff| {name} {output}", f"{diff:.3g} (tolerance {check['tolerance'][output]:.3g}{extra}) {state}"))
+            tolerance = check["tolerance"][output]
+            rows.append((f"max |diff| {name} {output}", f"{diff:.3g} (tolerance {tolerance:.3g}{extra}) {state}"))
     for name, metrics in (info.get("dev_metrics") or {}).items():
         rows.append((f"dev {name}", ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())))
     size = sum(v for v in info["files"].values() if v)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import TEXT, Context, field, softmax, text_of, truncating
+from bertcli.finetune.featurizer import TEXT, Context, TextFeaturizer, field, softmax, truncating
 from bertcli.model.fill_mask import MASK_SPELLINGS
 
 POOLINGS = ("mean", "cls", "pooler")
@@ -21,18 +21,6 @@ def pool(states, mask, how: str):
         return states[:, 0]
     m = mask[..., None].astype(states.dtype) if isinstance(states, np.ndarray) else mask[..., None].to(states.dtype)
     return (states * m).sum(1) / m.sum(1)
-
-
-class TextFeaturizer:
-    """A text (pair) -> one window, truncated longest-first to max_length (as classification)."""
-
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        self.tokenizer = truncating(ctx.info.tokenizer, ctx.max_length)
-
-    def encode(self, rec: dict, where: str) -> list:
-        text, pair = text_of(rec, where)
-        return [self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)]
 
 
 class FeaturesFeaturizer(TextFeaturizer):

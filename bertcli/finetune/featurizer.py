@@ -89,6 +89,7 @@ def text_of(rec: dict, where: str) -> tuple[str, str | None]:
     name = next((n for n in TEXT if n in rec), None)
     if name is None:
         field(rec, TEXT, where)                    # the message naming the fields looked for
+    assert name is not None, "field() raises when the record has no text field"
     pair_name = next((n for n in PAIR if rec.get(n) is not None), None)
     return (records.text(rec, name, where),       # strict: a string, never null, a list or a number
             records.text(rec, pair_name, where) if pair_name else None)
@@ -97,3 +98,15 @@ def text_of(rec: dict, where: str) -> tuple[str, str | None]:
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
+
+
+class TextFeaturizer:
+    """A text (pair) -> one window, truncated longest-first to max_length (as classification)."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.tokenizer = truncating(ctx.info.tokenizer, ctx.max_length)
+
+    def encode(self, rec: dict, where: str) -> list:
+        text, pair = text_of(rec, where)
+        return [self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)]

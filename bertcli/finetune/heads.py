@@ -125,7 +125,7 @@ def _load_encoder(directory: Path):
 
     model, report = load_checkpoint(directory, head=saved_head(directory))
     encoder = model.encoder
-    encoder.pooled = encoder.pooler is not None and not any("pooler" in n for n in report.fresh)
+    encoder.pooled = encoder.pooler is not None and not any("pooler" in n for n in report.fresh)  # type: ignore[assignment]  # a plain flag: nn.Module.__setattr__ is typed for tensors/modules only
     encoder.config = model.config
     return encoder
 

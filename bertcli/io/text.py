@@ -20,15 +20,15 @@ import gzip
 import io
 import lzma
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast, overload
 
 from bertcli.core.errors import UserError
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024   # = sections.CorpusConfig.max_line_bytes' default
-DECOMPRESSORS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+DECOMPRESSORS: dict[str, Callable[..., io.BufferedIOBase]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 UTF8_BOM = codecs.BOM_UTF8
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 ENCODING_FIX = "or pass --encoding with the file's encoding (e.g. --encoding latin1)"
@@ -73,6 +73,10 @@ def suffix(p: Path) -> tuple[str, str]:
     return (rest[-1] if rest else ""), comp
 
 
+@overload
+def check_encoding(name: str, where: str = ...) -> str: ...
+@overload
+def check_encoding(name: None, where: str = ...) -> None: ...
 def check_encoding(name: str | None, where: str = "--encoding") -> str | None:
     """The codec's canonical name (None stays None: UTF-8 or a BOM); an unknown name is a UserError."""
     if name is None:
@@ -93,7 +97,8 @@ def open_binary(p: Path) -> IO[bytes]:
         return open(p, "rb")
     raw = open(p, "rb")
     try:
-        return _Decompressed(Path(p), raw, opener(raw, "rb"))
+        # a RawIOBase reads as IO[bytes] does; typeshed's IO is a class, not a protocol
+        return cast(IO[bytes], _Decompressed(Path(p), raw, opener(raw, "rb")))
     except BaseException:
         raw.close()
         raise
@@ -108,7 +113,7 @@ class _Decompressed(io.RawIOBase):
     the line reading stopped in (for line reads), the uncompressed byte offset reached and the
     compressed byte offset read."""
 
-    def __init__(self, path: Path, raw: IO[bytes], f: IO[bytes]):
+    def __init__(self, path: Path, raw: IO[bytes], f: io.BufferedIOBase):
         super().__init__()
         self.path, self.raw, self.f, self.lines, self.offset = path, raw, f, 0, 0
 
@@ -127,7 +132,7 @@ class _Decompressed(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _take(self, read, n: int) -> bytes:
+    def _take(self, read: Callable[[int | None], bytes], n: int | None) -> bytes:
         try:
             data = read(n)
         except _DAMAGED as e:
@@ -135,7 +140,7 @@ class _Decompressed(io.RawIOBase):
         self.offset += len(data)
         return data
 
-    def readline(self, limit: int = -1) -> bytes:
+    def readline(self, limit: int | None = -1) -> bytes:
         line = self._take(self.f.readline, limit)
         if line.endswith(b"\n"):
             self.lines += 1
@@ -171,7 +176,7 @@ def _sniff(p: Path, encoding: str | None) -> str:
 
 
 def read_lines(p: Path, opts: LineOptions = LineOptions(), stats: ReadStats | None = None,
-               what: str = "line") -> Iterator[tuple[int, str]]:
+               what: str = "line") -> Generator[tuple[int, str], None, None]:
     """(line number, decoded line without its newline) for every line of `p`."""
     p = Path(p)
     codec = _sniff(p, opts.encoding)

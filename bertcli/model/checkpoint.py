@@ -15,7 +15,6 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 import torch
 from torch import Tensor, nn
@@ -45,7 +44,7 @@ from bertcli.model.validate import check_checkpoint
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
-Model = Union[PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor]
+Model = PreTrainingModel | SequenceClassifier | TokenClassifier | SpanExtractor
 HEADS = ("pretraining", "classification", *TASK_MODELS)
 _logged: set[str] = set()
 
@@ -220,7 +219,9 @@ def load_checkpoint(directory: str | Path, head: str = "pretraining", num_labels
         wmap = weight_map(c, head, base)
 
     classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
-    model: Model = classes[head](c)
+    built = classes[head](c)  # task_heads.MODELS is typed as building a plain nn.Module
+    assert isinstance(built, (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor))
+    model: Model = built
     params = model.state_dict()
     tensors: dict = {}
     used: set[str] = set()

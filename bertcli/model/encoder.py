@@ -248,6 +248,7 @@ class Attention(nn.Module):
             x = hq if h is x else layout.select(x, queries.positions)  # post-LN: the same rows
             q = F.linear(hq, w[:H], None if b is None else b[:H])     # [n, H]
             if rope is not None:
+                assert inputs is not None and inputs.query_rope is not None, "rotary queries come with their rows' rotation"
                 q = inputs.query_rope.apply(q, A)
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
         a = F.scaled_dot_product_attention(
@@ -341,11 +342,10 @@ class Encoder(nn.Module):
         B, T = input_ids.shape
         layout = make_layout(attention_mask, B, T, self.unpad, self.static)
         emb = self.embeddings
-        if token_type_ids is None and emb.token_type is not None:
-            token_type_ids = torch.zeros_like(input_ids)
         x = emb(layout.flat(input_ids),
                 None if emb.position is None else layout.flat(self.positions(input_ids)),
-                None if emb.token_type is None else layout.flat(token_type_ids))  # [N, E]
+                None if emb.token_type is None else layout.flat(
+                    torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids))  # [N, E]
         if self.proj is not None:
             x = self.proj(x)                                          # [N, H]
         plan, c = self.layer_plan, self.config
@@ -355,6 +355,7 @@ class Encoder(nn.Module):
         for i, (a, f) in enumerate(plan[:-1] if sparse_last else plan):
             x = self.ffn[f](self.attention[a](x, layout, inputs=kinds[c.is_global(i)]))
         if sparse_last:
+            assert keep is not None  # sparse_last implies it
             queries, out_layout = make_queries(bucketed_keep(keep, layout), layout)
             a, f = plan[-1]
             last = self.attention_inputs(layout, queries)[c.is_global(len(plan) - 1)]
@@ -392,4 +393,5 @@ class Encoder(nn.Module):
 
     def pool(self, out: EncoderOutput) -> Tensor:
         """BERT/ALBERT pooler: tanh(W h[CLS] + b) -> [B, H]."""
+        assert self.pooler is not None, "only families with a pooler (config.has_pooler) pool"
         return torch.tanh(self.pooler(out.first()))

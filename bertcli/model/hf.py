@@ -9,6 +9,7 @@ Parameter names are in bertcli.model.names (re-exported here).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,11 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     if spec.task_head == "prediction_head":
         d["classifier_pooling"] = c.classifier_pooling
     if head in LABELLED_HEADS:
+        assert c.labels is not None, "a labelled head's EncoderConfig is built with its labels"
         d["id2label"] = {str(i): name for i, name in enumerate(c.labels)}
         d["label2id"] = {name: i for i, name in enumerate(c.labels)}
-    if head == "classification":
-        d["problem_type"] = "regression" if len(c.labels) == 1 else "single_label_classification"
+        if head == "classification":
+            d["problem_type"] = "regression" if len(c.labels) == 1 else "single_label_classification"
     d["bertcli"] = {"version": __version__, "norm": c.norm, "sharing": c.sharing,
                     "num_hidden_groups": c.num_hidden_groups, "embedding_size": c.embedding_size}
     return d
@@ -93,14 +95,15 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     if spec is None:
         raise UserError(f"unsupported model_type {d.get('model_type')!r} in config.json", where=where,
                         fix="bertcli loads " + ", ".join(s.model_type for s in FAMILIES.values()) + " checkpoints")
-    get = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
+    # Any, not Any | None: a missing key fails in int()/float() below as a UserError.
+    get: Callable[..., Any] = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
     extra = d.get("bertcli") or {}
     _check_fixed(spec, get, where)
     act = ACT_ALIASES.get(get(spec.hf_keys["hidden_act"]))
     if act is None:
         raise UserError(f"{spec.hf_keys['hidden_act']} {get(spec.hf_keys['hidden_act'])!r} is not supported",
                         where=where, fix="bertcli implements gelu (exact) and gelu_new (tanh approximation)")
-    value = {name: get(key) for name, key in spec.hf_keys.items()}
+    value: dict[str, Any] = {name: get(key) for name, key in spec.hf_keys.items()}
     layers = int(value["num_hidden_layers"])
     sharing, groups = "none", 1
     if spec.hf_groups:
@@ -132,7 +135,7 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
         sharing=extra.get("sharing", sharing),
         num_hidden_groups=int(extra.get("num_hidden_groups", groups)),
         norm=extra.get("norm", spec.norm),
-        classifier_dropout=float(value.get("classifier_dropout") if value.get("classifier_dropout") is not None
+        classifier_dropout=float(value["classifier_dropout"] if value.get("classifier_dropout") is not None
                                  else value["hidden_dropout_prob"]),
         pad_token_id=int(value["pad_token_id"]),
         labels=labels,
@@ -153,7 +156,7 @@ def _check_fixed(spec: FamilySpec, get, where: str) -> None:
                             fix=f"bertcli implements {spec.model_type} with {key}: {json.dumps(want)}")
 
 
-def _attention_pattern(get, layers: int, where: str) -> dict[str, int]:
+def _attention_pattern(get, layers: int, where: str) -> dict[str, Any]:  # EncoderConfig **kwargs
     """Window and global period from `layer_types` (transformers 5) or `global_attn_every_n_layers`."""
     every = int(get("global_attn_every_n_layers", 3))
     types = get("layer_types")
@@ -167,7 +170,7 @@ def _attention_pattern(get, layers: int, where: str) -> dict[str, int]:
     return {"local_attention": int(get("local_attention", 128)), "global_attn_every_n_layers": every}
 
 
-def _rope_thetas(get) -> dict[str, float]:
+def _rope_thetas(get) -> dict[str, Any]:  # EncoderConfig **kwargs
     rope = get("rope_parameters") or {}
     full, sliding = rope.get("full_attention") or {}, rope.get("sliding_attention") or {}
     return {"global_rope_theta": float(full.get("rope_theta", get("global_rope_theta", 160000.0))),

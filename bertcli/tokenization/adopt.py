@@ -49,6 +49,7 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     from bertcli.model.validate import check_tokenizer
 
     start = time.perf_counter()
+    assert recipe.model.init_from is not None, "run_adopt is only called with model.init_from set"
     src = Path(recipe.model.init_from)
     kind, lowercase = tokenizer_source(src)          # a sentencepiece-only checkpoint: the message to convert it
     tok = load_tokenizer(src)

@@ -21,7 +21,7 @@ from bertcli.corpus.build import build_corpus, corpus_fingerprint, corpus_info, 
 from bertcli.tokenization.adopt import run_adopt
 from bertcli.tokenization.alphabet import UnkCauses, unk_warning
 from bertcli.tokenization.load import SPECIAL_TOKENS
-from bertcli.tokenization.train import hf_class, measure_unk_rate, train_tokenizer, write_hf_files, write_json
+from bertcli.tokenization.train import hf_class, measure_unk_rate, special_set, train_tokenizer, write_hf_files, write_json
 
 TOKENIZER_VERSION = STAGE_VERSIONS["tokenizer"]
 INFO_FILE = "tokenizer_info.json"
@@ -73,7 +73,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
     elif size < cfg.vocab_size:
         console.log(f"note: the corpus only supports {size:,} tokens of the {cfg.vocab_size:,} asked "
                     "(tokenizer.vocab_size); a larger corpus fills it")
-    unk_id = tok.token_to_id(SPECIAL_TOKENS[cfg.special_tokens]["unk"])
+    unk_id = tok.token_to_id(SPECIAL_TOKENS[special_set(cfg)]["unk"])
+    assert unk_id is not None, "training adds every special token to the vocabulary"
     split = "validation" if len(dd["validation"]) else "train"
     causes = UnkCauses(tok, unk_id, stats.get("counts"), cfg.min_frequency)
     quality = measure_unk_rate(tok, unk_id, dd[split], causes)
@@ -89,7 +90,8 @@ def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
                 # what the alphabet kept and why tokens are [UNK]: the warning above 1% (alphabet.py)
                 "min_frequency": cfg.min_frequency, "alphabet": stats.get("alphabet"),
                 "unk_causes": causes.result(),
-                "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3), "seconds": round(time.perf_counter() - start, 3),
+                "train_seconds": round(train_s, 3), "train_cpu_seconds": round(train_cpu, 3),
+                "seconds": round(time.perf_counter() - start, 3),
                 # non-UTF-8 lines replaced or skipped, documents cut: shown with the tokenizer's summary
                 "corpus_notes": corpus_summary_rows(cinfo)[3:]}
         write_json(tmp / INFO_FILE, info)

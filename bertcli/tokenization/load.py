@@ -86,13 +86,14 @@ def load_tokenizer(path) -> TokenizerInfo:
     kind = _KINDS.get(type(tok.model).__name__)
     if kind is None:
         raise UserError("the tokenizer is neither a WordPiece, a BPE nor a Unigram model", where=str(path))
-    tokens, ids = {}, {}
+    tokens: dict[str, str] = {}
+    ids: dict[str, int] = {}
     for role in ROLES:
         names = [_token_name(config.get(f"{role}_token"))]
         if role in ("cls", "sep"):
             names.append(_token_name(config.get("bos_token" if role == "cls" else "eos_token")))
         names += _FALLBACK[role]
-        found = next(((n, tok.token_to_id(n)) for n in names if n and tok.token_to_id(n) is not None), None)
+        found = next(((n, i) for n in names if n and (i := tok.token_to_id(n)) is not None), None)
         if found is None:
             raise UserError(f"the tokenizer has no {role} token (looked for {', '.join(n for n in names if n)})",
                             where=str(path), fix=f"set {role}_token in tokenizer_config.json")

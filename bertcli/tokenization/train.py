@@ -13,8 +13,9 @@ Pipelines (each the one transformers' class rebuilds, so AutoTokenizer encodes i
     bpe        byte-level (`Ġ`), no prefix space, case kept (RoBERTa)   -> RobertaTokenizer
     unigram    ALBERT's normalizer (``/'' -> ", NFKD + accents, lowercase), Metaspace `▁`
                                                                          -> AlbertTokenizer
-Any other combination (e.g. lowercased BPE, roberta tokens on WordPiece or Unigram) is written with tokenizer_class PreTrainedTokenizerFast, which transformers loads
-from tokenizer.json as is. Templates: `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]`, type ids 0/1;
+Any other combination (e.g. lowercased BPE, roberta tokens on WordPiece or Unigram) is written
+with tokenizer_class PreTrainedTokenizerFast, which transformers loads from tokenizer.json as is.
+Templates: `[CLS] A [SEP]` / `[CLS] A [SEP] B [SEP]`, type ids 0/1;
 roberta tokens: `<s> A </s>` / `<s> A </s></s> B </s>` (RobertaProcessing).
 """
 
@@ -24,6 +25,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -42,6 +44,12 @@ _WORDS = re.compile(f"[{CJK_RANGES}]|[^\\s{CJK_RANGES}]+")
 
 
 # --------------------------------------------------------------------------------- pipeline
+def special_set(cfg: TokenizerConfig) -> str:
+    """The recipe's special-token set (resolving the recipe fills in the model family's)."""
+    assert cfg.special_tokens is not None, "recipe resolution always sets tokenizer.special_tokens"
+    return cfg.special_tokens
+
+
 def special_tokens(set_name: str) -> list[AddedToken]:
     """The set's special tokens in id order; RoBERTa's <mask> swallows the space before it."""
     spec = family_spec(set_name)
@@ -51,7 +59,7 @@ def special_tokens(set_name: str) -> list[AddedToken]:
 
 def hf_class(cfg: TokenizerConfig) -> str:
     """The transformers class that rebuilds exactly this pipeline, else the generic one."""
-    name = family_spec(cfg.special_tokens).tokenizer_classes.get(cfg.kind, "PreTrainedTokenizerFast")
+    name = family_spec(special_set(cfg)).tokenizer_classes.get(cfg.kind, "PreTrainedTokenizerFast")
     if cfg.kind == "bpe" and (cfg.lowercase or cfg.strip_accents):
         return "PreTrainedTokenizerFast"  # byte-level BPE classes keep case and accents
     return name
@@ -59,7 +67,7 @@ def hf_class(cfg: TokenizerConfig) -> str:
 
 def new_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     """An untrained tokenizer with the recipe's normalizer, pre-tokenizer and decoder."""
-    unk = SPECIAL_TOKENS[cfg.special_tokens]["unk"]
+    unk = SPECIAL_TOKENS[special_set(cfg)]["unk"]
     if cfg.kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token=unk, continuing_subword_prefix="##"))
         tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=cfg.split_cjk,
@@ -85,7 +93,7 @@ def new_tokenizer(cfg: TokenizerConfig) -> Tokenizer:
 
 
 def _case_steps(cfg: TokenizerConfig, nfkd: bool) -> list:
-    steps = []
+    steps: list[normalizers.Normalizer] = []
     if cfg.strip_accents:
         steps += [normalizers.NFKD() if nfkd else normalizers.NFD(), normalizers.StripAccents()]
     if cfg.lowercase:
@@ -97,7 +105,7 @@ def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.Wo
                 limit_alphabet: int | None = None):
     """`seed`: WordPiece's alphabet and `##` pieces, fixed in advance (bertcli/tokenization/reproducible.py);
     without it `limit_alphabet` (alphabet_limit's resolved number) or the recipe's number."""
-    specials = special_tokens(cfg.special_tokens)
+    specials = special_tokens(special_set(cfg))
     explicit = None if cfg.limit_alphabet == "auto" else cfg.limit_alphabet
     if cfg.kind == "wordpiece":
         limit = limit_alphabet or explicit
@@ -109,19 +117,21 @@ def new_trainer(cfg: TokenizerConfig, show_progress: bool, seed: reproducible.Wo
     if cfg.kind == "bpe":
         # the 256 byte symbols are the whole alphabet after the ByteLevel pre-tokenizer: no limit
         # cuts them (`auto` passes none; the trainers reject an explicit None)
+        limit_kw: dict[str, Any] = {} if explicit is None else {"limit_alphabet": max(explicit, 256)}
         return trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
-                                   special_tokens=specials,
-                                   **({} if explicit is None else {"limit_alphabet": max(explicit, 256)}),
+                                   special_tokens=specials, **limit_kw,
                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                    show_progress=show_progress)
     return trainers.UnigramTrainer(vocab_size=cfg.vocab_size, special_tokens=specials,
-                                   unk_token=SPECIAL_TOKENS[cfg.special_tokens]["unk"],
+                                   unk_token=SPECIAL_TOKENS[special_set(cfg)]["unk"],
                                    max_piece_length=cfg.max_piece_length, show_progress=show_progress)
 
 
 def add_post_processor(tok: Tokenizer, set_name: str) -> None:
     t = SPECIAL_TOKENS[set_name]
-    cls, sep = (t["cls"], tok.token_to_id(t["cls"])), (t["sep"], tok.token_to_id(t["sep"]))
+    cls_id, sep_id = tok.token_to_id(t["cls"]), tok.token_to_id(t["sep"])
+    assert cls_id is not None and sep_id is not None, "training adds every special token to the vocabulary"
+    cls, sep = (t["cls"], cls_id), (t["sep"], sep_id)
     if family_spec(set_name).pair_template == "double_sep":
         tok.post_processor = processors.RobertaProcessing(sep, cls, trim_offsets=True, add_prefix_space=False)
     else:
@@ -134,7 +144,7 @@ def add_post_processor(tok: Tokenizer, set_name: str) -> None:
 def minimum_vocab_size(cfg: TokenizerConfig, tok: Tokenizer, alphabet: str,
                        limit: int | None = None) -> tuple[int, str]:
     """The smallest vocabulary the trainer can produce for this alphabet, and how it was counted."""
-    n_special = len(SPECIAL_TOKENS[cfg.special_tokens])
+    n_special = len(SPECIAL_TOKENS[special_set(cfg)])
     chars = set(tok.normalizer.normalize_str(alphabet)) if tok.normalizer else set(alphabet)
     chars = {c for c in chars if not c.isspace()}
     if cfg.kind == "bpe":
@@ -225,7 +235,7 @@ def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str,
     with console.progress(f"training {cfg.kind} tokenizer (documents read)", total=len(ds)) as bar:
         tok.train_from_iterator(batches(bar), trainer=trainer, length=len(ds))
     tok = reproducible.canonical(tok, cfg.kind, seed)
-    add_post_processor(tok, cfg.special_tokens)
+    add_post_processor(tok, special_set(cfg))
     return readable_scores(tok)
 
 
@@ -289,9 +299,9 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
     if cfg.kind == "wordpiece":
         vocab = sorted(tok.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
         (out / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
-    t = SPECIAL_TOKENS[cfg.special_tokens]
+    t = SPECIAL_TOKENS[special_set(cfg)]
     roles = {f"{r}_token": t[r] for r in ROLES}
-    spec = family_spec(cfg.special_tokens)
+    spec = family_spec(special_set(cfg))
     if spec.pair_template == "double_sep" or cfg.kind == "unigram":  # what RobertaTokenizer / AlbertTokenizer expect
         roles.update(bos_token=t["cls"], eos_token=t["sep"])
     cls_name = hf_class(cfg)

@@ -11,6 +11,7 @@ the first line of metrics.jsonl (step 0).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bo
 
 
 def summary_rows(init: InitReport | None, run_dir: Path, last_val: dict, notes: list,
-                 tokenizer_rows: list = ()) -> list[tuple[str, object]]:
+                 tokenizer_rows: Iterable[tuple[str, object]] = ()) -> list[tuple[str, object]]:
     """The start -> end rows of `pretrain`'s summary (with the adopt stage's vocabulary rows)."""
     record = (init.record if init is not None else None) or _read(run_dir) or {}
     rows: list[tuple[str, object]] = [("init_from", record.get("path", "-"))]

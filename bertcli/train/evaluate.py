@@ -42,7 +42,7 @@ class EvalSettings:
 def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings):
     """The recipe whose stages turn `corpus` into masked rows for `checkpoint`'s tokenizer."""
     c = read_config(checkpoint)
-    objective = s.objective or c.spec.pair_objective
+    objective = s.objective or c.spec.pair_head   # nsp / sop / none, as data.objective spells them
     length = min(s.max_seq_length, c.max_position_embeddings - c.position_offset)
     sets = [f"output_dir={s.cache}", f"seed={s.seed}", f"model.init_from={_yaml_str(checkpoint)}",
             f"corpus.sources=[{_yaml_str(corpus)}]", "corpus.validation_fraction=0.0",
@@ -68,7 +68,7 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
         raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
     model, report = load_checkpoint(checkpoint, "pretraining")
     pair_head = model.pair is not None and not any(n.startswith(_pair_name(model)) for n in report.fresh)
-    out = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}
+    out: dict = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}  # JSON: mixed values
     for corpus in corpora:
         if not Path(corpus).exists():
             raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,9 @@ from bertcli.train.phases import PhaseLR, budget_multiplier, progress, state_val
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
+
+if TYPE_CHECKING:  # bertcli.model is heavy; only its class is needed, for the checker
+    from bertcli.model.heads import PreTrainingModel
 
 # Interval sums kept per process between log steps (all-reduced when logged / checkpointed).
 SUMS = ("mlm_loss", "mlm_correct", "masked", "pair_loss", "pair_correct", "sequences", "tokens")
@@ -61,7 +64,7 @@ class TrainInputs:
     # Multi-phase runs: the plan (None: bertcli.config.phases.plan(recipe)); the data above is the
     # phase the run starts in, `open_phase(phase) -> PhaseData` gives a later phase's.
     phases: list[Phase] | None = None
-    open_phase: Callable | None = None
+    open_phase: Callable[[Phase], PhaseData] | None = None
     # Continued pretraining: the step-0 validation of the loaded weights, written first to a new metrics.jsonl.
     first_record: dict | None = None
 
@@ -99,9 +102,9 @@ class StopFlag:
     """SIGINT / SIGTERM ask the loop to save a checkpoint and stop after the current step; a
     second SIGINT stops at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.signum: int | None = None
-        self._old = {}
+        self._old: dict[int, Any] = {}  # signal -> the handler it had before
 
     def __enter__(self):
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -133,7 +136,8 @@ class Trainer:
         cfg, d = self.cfg, self.d
         self.device = d.device
         self.pair = inp.recipe.data.objective != "none"
-        self.model = inp.model.to(self.device)
+        # a PreTrainingModel (tests pass stand-ins with the same attributes): its .config is read
+        self.model = cast("PreTrainingModel", inp.model.to(self.device))
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
                                          cfg.eps, cfg.weight_decay, self.device)
         self.phases = inp.phases or plan(inp.recipe)
@@ -171,7 +175,8 @@ class Trainer:
             # Dropout differs between processes (each sees other data); init is already done.
             torch.manual_seed(inp.recipe.seed * 1009 + d.rank)
         self.rng_to_restore = rng
-        self.phase, self.data = None, None
+        self.phase: Phase              # both set by _enter_phase, next
+        self.data: PhaseData
         self._enter_phase(phase_of(self.phases, self.step + 1),
                           PhaseData(inp.train_dataset, inp.val_dataset, inp.n_train, inp.n_val, inp.collate,
                                     inp.inputs_sha256.get("data_sha256")))
@@ -179,7 +184,9 @@ class Trainer:
             self._check_resumed_phase(inp.resume.state)
         if self.budget is not None:
             self._set_budget_lr()
-        self.wrapped = self.model
+        # the model, DDP around it, or torch.compile's wrapper (typed as a plain callable): Any,
+        # since .no_sync() (DDP only) is reached through the compile wrapper's attribute forwarding
+        self.wrapped: Any = self.model
         if d.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -467,6 +474,7 @@ class Trainer:
             return
         done = phase_of(self.phases, max(1, self.step))
         if (phase, start) != (done.index, done.start):
+            assert self.inp.resume is not None  # only called while resuming (__init__)
             raise UserError(f"the checkpoint is in phase {state_value(s, 'phase_name')!r} from step {start}, "
                             f"the recipe's phases put step {self.step:,} in {done.name!r} from step {done.start}",
                             where=str(self.inp.resume.path),
@@ -480,6 +488,8 @@ class Trainer:
         if ph is not self.phase:
             t = self.clock()
             rng = ckpt_io.capture_rng()
+            # a multi-phase run's caller (bertcli.train.pipeline) always gives open_phase
+            assert self.inp.open_phase is not None, "a later phase needs TrainInputs.open_phase"
             data = self.inp.open_phase(ph)
             ckpt_io.restore_rng(rng)
             spent = self.clock() - t
@@ -537,7 +547,8 @@ def _summarize(s: dict, pair: bool, prefix: str = "") -> dict:
     rec = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": s["mlm_correct"] / s["masked"] if s["masked"] else nan,
            "pair_loss": None, "pair_acc": None}
     if pair:
-        rec["pair_loss"] = s["pair_loss"] / s["sequences"] if s["sequences"] else nan
+        pair_loss = s["pair_loss"] / s["sequences"] if s["sequences"] else nan  # a float, unlike rec's values
+        rec["pair_loss"] = pair_loss
         rec["pair_acc"] = s["pair_correct"] / s["sequences"] if s["sequences"] else nan
-        rec["loss"] = mlm_loss + rec["pair_loss"]
+        rec["loss"] = mlm_loss + pair_loss
     return {prefix + k: v for k, v in rec.items()}

@@ -16,6 +16,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.progress import ProgressColumn
 from rich.text import Text
@@ -23,6 +24,9 @@ from rich.text import Text
 from bertcli.core import console
 from bertcli.core.fs import write_text_atomic
 from bertcli.core.paths import saving
+
+if TYPE_CHECKING:  # LiveView imports Progress when it opens a live view
+    from rich.progress import Progress, TaskID
 
 # Fields that measure the machine, not the model: they differ between two runs of one recipe.
 TIMING_KEYS = ("tokens_per_s", "train_seconds")
@@ -66,7 +70,7 @@ def to_json_line(record: dict) -> str:
 def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
     """The records of a metrics.jsonl (a torn last line is skipped), optionally up to a step.
     Keys listed in a record's "nonfinite" read back as nan (the file holds null there)."""
-    records = []
+    records: list[dict] = []
     if not Path(path).is_file():
         return records
     for line in Path(path).read_text(encoding="utf-8").splitlines():
@@ -175,8 +179,8 @@ class LiveView:
         self.first_log_step = first_log_step
         self.rich_console = rich_console           # tests render into their own console
         self.start = time.monotonic()
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None            # set with _progress
 
     def __enter__(self) -> LiveView:
         if self.enabled and (self.rich_console is not None or console.interactive()):
@@ -197,12 +201,14 @@ class LiveView:
 
     def step(self, step: int) -> None:
         if self._progress is not None:
+            assert self._task is not None           # __enter__ sets both
             self._progress.update(self._task, completed=step)
 
     def record(self, r: dict) -> None:
         if not self.enabled:
             return
         if self._progress is not None:
+            assert self._task is not None           # __enter__ sets both
             self._progress.update(self._task, completed=r["step"], line=live_fields(r))
             if "val_loss" in r:
                 self._progress.console.print(f"step {r['step']:,}/{self.max_steps:,}  "

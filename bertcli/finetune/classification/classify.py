@@ -65,7 +65,11 @@ def _read_rows(table: Table, cfg, labelled: bool):
             (((cfg.label_column, "label"),) if labelled else ()):
         if name:
             _need_column(table, name, what)
-    text, pair, ids, raw, where = [], [] if cfg.text_pair_column else None, [], [], []
+    text: list[str] = []
+    pair: list[str] | None = [] if cfg.text_pair_column else None
+    ids: list[str] = []
+    raw: list = []
+    where: list[str] = []
     for w, rec in table.records():
         text.append(records.text(rec, cfg.text_column, w, "--text-column"))
         if pair is not None:

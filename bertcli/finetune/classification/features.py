@@ -15,7 +15,7 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune.classification.glue_data import Split
-from bertcli.finetune.featurizer import Context, softmax, text_of, truncating
+from bertcli.finetune.featurizer import TextFeaturizer, softmax, truncating
 from bertcli.finetune.task import Features
 from bertcli.io import records
 
@@ -29,16 +29,8 @@ def label_of(logits: np.ndarray) -> np.ndarray:
     return logits[..., 0] if logits.shape[-1] == 1 else logits.argmax(-1)
 
 
-class SequenceFeaturizer:
+class SequenceFeaturizer(TextFeaturizer):
     """Text (pair) -> one window; logits [C] -> {label, label_id, probabilities} or {score}."""
-
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        self.tokenizer = truncating(ctx.info.tokenizer, ctx.max_length)
-
-    def encode(self, rec: dict, where: str) -> list:
-        text, pair = text_of(rec, where)
-        return [self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)]
 
     def decode(self, rec: dict, windows, outputs) -> dict:
         labels = self.ctx.labels

@@ -104,6 +104,7 @@ def load_task(task: TaskSpec, data_dir: Path | None = None, hub: str | None = No
     "skip" leaves out TSV rows with the wrong number of fields instead of stopping."""
     if hub:
         return _load_hub(task, hub)
+    assert data_dir is not None, "the runner gives data_dir when there is no hub"
     folder = task_folder(Path(data_dir), task)
     layout = detect_layout(folder)
     if layout is None:
@@ -147,8 +148,10 @@ def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: di
     dev or test (test files carry ids instead of labels). With a `skipped` dict, rows with the
     wrong number of fields are counted there, not fatal."""
     def skip(where: str) -> None:
+        assert skipped is not None, "skip is only passed on when skipped is a dict"
         skipped[str(path)] = skipped.get(str(path), 0) + 1
 
+    label_col: str | None
     if task.headerless_train and kind != "test":      # CoLA train/dev: source, label, *, sentence
         a_col, label_col = (str(i) for i in task.headerless_train)
         b_col = id_col = None
@@ -173,10 +176,13 @@ def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: di
             )
 
     label_of = _label_parser(task, path)
-    text_a, text_b, labels, ids = [], [] if b_col is not None else None, [], []
+    text_a: list[str] = []
+    text_b: list[str] | None = [] if b_col is not None else None
+    labels: list[float | int] = []
+    ids: list[str] = []
     for where, rec in table.records():
         text_a.append(rec[a_col])
-        if b_col is not None:
+        if b_col is not None and text_b is not None:
             text_b.append(rec[b_col])
         if label_col is not None:
             labels.append(label_of(rec[label_col].strip(), where))
@@ -195,12 +201,14 @@ def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | in
                 raise UserError(f"{task.glue_name} score {text!r} is not a number", where=where)
             return require_finite(value, f"{task.glue_name} score {text!r}", where)
         return score
-    index = {label: i for i, label in enumerate(task.labels)}
+    names = task.labels
+    assert names is not None, "labels is None only for regression tasks, handled above"
+    index = {label: i for i, label in enumerate(names)}
 
     def label(text: str, where: str) -> int:
         if text not in index:
             raise UserError(f"unknown {task.glue_name} label {text!r}", where=where,
-                            fix=f"labels of {task.glue_name}: {', '.join(task.labels)}")
+                            fix=f"labels of {task.glue_name}: {', '.join(names)}")
         return index[text]
     return label
 

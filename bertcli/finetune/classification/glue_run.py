@@ -113,6 +113,7 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
     if task.strip().lower() == "all":
         if hub:
             return [TASKS[t] for t in GLUE_ORDER]
+        assert data_dir is not None, "the caller gives data_dir when there is no hub"
         found = find_tasks(Path(data_dir))
         if not found and detect_layout(Path(data_dir)) is not None:
             raise UserError(f"{data_dir} holds one task's files, not GLUE task folders", where=str(data_dir),

@@ -87,7 +87,7 @@ def compute(task: LabelSpec | TaskSpec, pred: np.ndarray, gold: np.ndarray) -> d
     return {name: METRICS[name](pred, gold) for name in task.metrics}
 
 
-def task_score(task: TaskSpec, dev_metrics: dict[str, dict[str, float]]) -> float:
+def task_score(task: LabelSpec | TaskSpec, dev_metrics: dict[str, dict[str, float]]) -> float:
     """One number per task, as the leaderboard forms it: the unweighted mean of all its metrics
     over all its dev sets (MNLI: mean of matched and mismatched accuracy)."""
     values = [v for metrics in dev_metrics.values() for v in metrics.values()]
@@ -100,7 +100,7 @@ def glue_average(scores: dict[str, float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def format_metrics(task: TaskSpec, dev_metrics: dict[str, dict[str, float]]) -> str:
+def format_metrics(task: LabelSpec | TaskSpec, dev_metrics: dict[str, dict[str, float]]) -> str:
     """`88.1/84.0` (F1/acc), `84.2/84.9` (MNLI m/mm): x100 in the task's metric order."""
     return "/".join(f"{100 * v:.1f}" for metrics in dev_metrics.values() for v in metrics.values())
 
@@ -109,7 +109,11 @@ def metric_header(task: LabelSpec | TaskSpec, dev_names: Sequence[str] | None = 
     """`F1/acc`, `Pearson/Spearman`, `acc-m/acc-mm`: what format_metrics shows. `dev_names`:
     the dev splits (default: a GLUE TaskSpec's)."""
     short = {"matched": "m", "mismatched": "mm"}
-    names = list(dev_names) if dev_names is not None else [s.name for s in task.dev]
+    if dev_names is not None:
+        names = list(dev_names)
+    else:
+        assert isinstance(task, TaskSpec), "a LabelSpec has no dev splits of its own: pass dev_names"
+        names = [s.name for s in task.dev]
     if len(names) > 1:
         return "/".join(f"{LABELS[m]}-{short.get(n, n)}" for n in names for m in task.metrics)
     return "/".join(LABELS[m] for m in task.metrics)

@@ -44,7 +44,7 @@ class SequenceTask(Task[Split, np.ndarray]):
         return self._splits
 
     @property
-    def labels(self) -> tuple[str, ...] | None:
+    def labels(self) -> tuple[str, ...] | None:  # type: ignore[override]  # read-only: derived from spec, never assigned on a SequenceTask
         return self.spec.names if self.spec.labels is not None else None
 
     @property
@@ -77,6 +77,7 @@ class SequenceTask(Task[Split, np.ndarray]):
         return out
 
     def evaluate(self, split: Split, predictions: np.ndarray) -> dict[str, float]:
+        assert split.labels is not None, "dev splits are always labelled (the readers require the label)"
         return metrics.compute(self.spec, predictions, split.labels)
 
     def score(self, dev_metrics: dict) -> float:

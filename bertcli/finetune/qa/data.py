@@ -112,9 +112,11 @@ class _Builder:
                         "counted in Unicode characters); correct it, or --set finetune.squad.bad_answers=repair "
                         "(nearest occurrence of the text) or =skip")
             if not ok and self.bad_answers == "repair":
-                start = nearest_occurrence(context, text, start if isinstance(start, int) else 0)
-                ok = start is not None
+                found_at = nearest_occurrence(context, text, start if isinstance(start, int) else 0)
+                ok = found_at is not None
                 self.repaired += ok
+                if found_at is not None:
+                    start = found_at
             if ok:
                 kept_texts.append(text)
                 kept_starts.append(start)
@@ -268,6 +270,7 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
     if hub:
         splits, layout, source = _load_hub(hub), "hub", hub
     else:
+        assert data_dir is not None, "SquadTask checks that exactly one of data_dir and hub is given"
         folder = Path(data_dir)
         if not folder.is_dir():
             raise UserError(f"SQuAD data directory {folder} does not exist",
@@ -292,12 +295,12 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
             train.version = dev.version = version
             return SquadData("json", source, train, dev, version)
         splits = _splits_of(folder, layout)
-    train = _from_rows(tables.pick_split(splits, ("train",), source), "train", bad_answers)
-    dev = _from_rows(tables.pick_split(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
-    for b in (train, dev):
+    train_b = _from_rows(tables.pick_split(splits, ("train",), source), "train", bad_answers)
+    dev_b = _from_rows(tables.pick_split(splits, ("validation", "dev", "test"), source), "dev", bad_answers)
+    for b in (train_b, dev_b):
         _check_version(b.split.source, version, b.impossible > 0, b.impossible)
-    train.split.version = dev.split.version = version
-    return SquadData(layout, source, train.split, dev.split, version)
+    train_b.split.version = dev_b.split.version = version
+    return SquadData(layout, source, train_b.split, dev_b.split, version)
 
 
 def _check_version(source: str, version: int, is_v2: bool, impossible: int) -> None:

@@ -75,7 +75,7 @@ def decode(split: SquadSplit, f: Windows, doc_start_logits: np.ndarray, doc_end_
         flat = np.where(ok, score, -np.inf).reshape(F_, k * k)                     # [F, k*k]
         keep = _top(flat, n_best)                                                  # [F, n]
         pick = np.isfinite(flat[np.arange(F_)[:, None], keep])
-        cand_f = np.nonzero(pick)[0]
+        cand_f: np.ndarray = np.nonzero(pick)[0]
         pair = keep[pick]
         cand_s, cand_e = si[cand_f, pair // k], ei[cand_f, pair % k]
         cand_score = flat[cand_f, pair]

@@ -205,7 +205,7 @@ class TagFeaturizer:
             if w is not None:
                 lo, hi = spans.setdefault(w, [s, e])
                 spans[w] = [min(lo, s), max(hi, e)]
-        tight = tight_spans(text, [tuple(spans[w]) for w in sorted(spans)])
+        tight = tight_spans(text, [(spans[w][0], spans[w][1]) for w in sorted(spans)])
         return [(int(s), int(e)) for s, e in tight if e > s]
 
     def encode(self, rec: dict, where: str) -> TagWindows:
