@@ -236,16 +236,16 @@ def evaluate_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
     corpus: list[Path] = typer.Option(..., "--corpus",
                                       help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
-    seed: int = typer.Option(42, "--seed",
-                             help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
-                                  "tokenizer."),
-    max_seq_length: int = typer.Option(128, "--max-seq-length", min=8, help="Tokens per row (capped by the model's positions)."),
+    seed: int = num_option(42, "--seed", ge=0,
+                           help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
+                                "tokenizer."),
+    max_seq_length: int = num_option(128, "--max-seq-length", ge=8, help="Tokens per row (capped by the model's positions)."),
     objective: str | None = typer.Option(None, "--objective",
                                          help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
                                               "checkpoint has it)."),
-    pppl_rows: int = typer.Option(32, "--pppl-rows", min=0,
-                                  help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Rows per forward pass."),
+    pppl_rows: int = num_option(32, "--pppl-rows", ge=0,
+                                help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
+    batch_size: int = num_option(32, "--batch-size", ge=1, help="Rows per forward pass."),
     cache: Path = typer.Option(Path("runs/evaluate"), "--cache",
                                help="Where the corpus, tokenizer and masked-data stages are cached."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),

@@ -392,20 +392,21 @@ def finetune_cfg(kind: str, size: dict):
 
 
 def build_task(kind: str, folder: Path, cfg):
+    """The task of `kind` on the files in `folder`, its splits read (as the runner's `prepare`)."""
     if kind == "classify":
-        from bertcli.finetune.classification.classify import load_classify
-        from bertcli.finetune.classification.task import SequenceTask
-        from bertcli.finetune.task import overlay
+        from bertcli.finetune.classification.classify import ClassifyTask
 
-        return SequenceTask(load_classify(cfg, folder / "train.csv", folder / "dev.csv", None), overlay(cfg, cfg.classify))
-    if kind == "ner":
+        task = ClassifyTask(cfg, folder / "train.csv", folder / "dev.csv")
+    elif kind == "ner":
         from bertcli.finetune.tagging.task import NerTask
 
-        return NerTask(cfg, folder)
-    from bertcli.finetune.qa.data import load_squad
-    from bertcli.finetune.qa.task import SquadTask
+        task = NerTask(cfg, folder)
+    else:
+        from bertcli.finetune.qa.task import SquadTask
 
-    return SquadTask(load_squad(folder, None, 1), cfg, 1)
+        task = SquadTask(cfg, 1, data_dir=folder)
+    task.data = task.read()
+    return task
 
 
 def run_arm(arm: str, settings: RefSettings | None, kind: str, task, feats, checkpoint: Path, cfg, seed: int,
