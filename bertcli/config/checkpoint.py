@@ -138,13 +138,19 @@ def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConf
     if not path.is_file():
         raise UserError(f"no config.json in {directory}", where=str(directory),
                         fix="a checkpoint is a Hugging Face model directory (config.json + model.safetensors)")
+    return from_hf_config(json_object(path), str(path), head)
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in `path` (config.json, tokenizer_config.json); one message for a file
+    that is not UTF-8 JSON or holds something else."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"config.json is not valid JSON ({e})", where=str(path))
+        raise UserError(f"{path.name} is not valid JSON ({e})", where=str(path))
     if not isinstance(data, dict):
-        raise UserError("config.json must hold a JSON object", where=str(path))
-    return from_hf_config(data, str(path), head)
+        raise UserError(f"{path.name} must hold a JSON object", where=str(path))
+    return data
 
 
 def confined_shard(directory: Path, name: object, index: Path) -> Path:
@@ -203,15 +209,8 @@ def tokenizer_source(path: Path) -> tuple[str, bool | None]:
     """(kind, lowercase or None) of a checkpoint's tokenizer, from its files alone; a UserError
     for one bertcli cannot read (sentencepiece only, none, a malformed tokenizer.json)."""
     path = Path(path)
-    config: dict = {}
     cfg_file = path / "tokenizer_config.json"
-    if cfg_file.is_file():
-        try:
-            config = json.loads(cfg_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise UserError(f"tokenizer_config.json is not valid JSON: {e}", where=str(cfg_file))
-        if not isinstance(config, dict):
-            raise UserError("tokenizer_config.json does not hold a JSON object", where=str(cfg_file))
+    config = json_object(cfg_file) if cfg_file.is_file() else {}
     lowercase = config.get("do_lower_case") if isinstance(config.get("do_lower_case"), bool) else None
     if (path / "tokenizer.json").is_file():
         try:
