@@ -29,10 +29,10 @@ from bertcli.config.recipe import check_purpose, load_recipe
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
-from bertcli.core.paths import check_recipe_outputs, default_out
+from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
-from bertcli.export.predict import run_predict
+from bertcli.export.predict import is_bundle, run_predict
 from bertcli.export.run import run_export
 from bertcli.model.fill_mask import fill_mask as run
 from bertcli.tokenization.build import run_tokenize
@@ -137,6 +137,7 @@ def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = 
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
     r = load(recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)
     dest = _out(out, checkpoint, "glue")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.classification.glue_run import run_glue  # torch: after the output is checked
@@ -155,6 +156,7 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
     flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
              "regression": regression}
     r = load(recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)
     dest = _out(out, checkpoint, "classify")
     with writing(dest, force, [checkpoint, train, dev, test]):
         from bertcli.finetune.classification.classify import run_classify  # torch: after the output is checked
@@ -169,6 +171,7 @@ def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | No
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
     r = load(recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)
     dest = _out(out, checkpoint, "ner")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.tagging.task import run_ner  # torch: after the output is checked
@@ -182,6 +185,7 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
     r = load(recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)
     dest = _out(out, checkpoint, "squad" if version == 1 else "squad_v2")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.qa.task import run_squad  # torch: after the output is checked
@@ -212,7 +216,7 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
-    return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
+    return extract_features(resolve_checkpoint(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding,
                             force=force)
@@ -221,7 +225,7 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
     """For each mask token in `text`: its position and the top-k fillers (token, id,
     probability, the text with the filler in place)."""
-    return run(Path(checkpoint), text, top_k=top_k)
+    return run(resolve_checkpoint(checkpoint), text, top_k=top_k)
 
 
 def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
@@ -230,7 +234,7 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
-    return run_export(Path(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
+    return run_export(resolve_checkpoint(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
                       dev=_path(dev), verify=verify, force=force)
 
 
@@ -240,7 +244,10 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
-    return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
+    model = Path(model)
+    if not is_bundle(model):  # an export bundle or its model.onnx is read as it is
+        model = resolve_checkpoint(model)
+    return run_predict(model, Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
                        encoding=encoding, force=force)
 

@@ -252,8 +252,10 @@ def evaluate_cmd(
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
+    from bertcli.core.paths import resolve_checkpoint
     from bertcli.train.evaluate import EvalSettings, render, run_evaluate
 
+    checkpoint = resolve_checkpoint(checkpoint)
     if objective not in (None, "nsp", "sop", "none"):
         raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
     settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
