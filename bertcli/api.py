@@ -123,10 +123,10 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
     result: `run_dir`, `checkpoint` (its `final/` directory, a Hugging Face directory), `step`,
     `tokens`, the last logged metrics (`last`, `last_val`), and `interrupted` (the signal
     number when SIGINT / SIGTERM stopped it after saving a checkpoint)."""
+    r = load(recipe, overrides, "pretrain", writes=True)  # a mistake in the recipe is reported before torch loads
     from bertcli.train.pipeline import run_pretrain
 
-    return run_pretrain(load(recipe, overrides, "pretrain", writes=True),
-                        resume=None if resume is None else str(resume), force=force)
+    return run_pretrain(r, resume=None if resume is None else str(resume), force=force)
 
 
 # ------------------------------------------------------------------------------ fine-tuning
@@ -138,6 +138,7 @@ def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = 
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
     r = load(recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)
+    _inputs_given("GLUE", data_dir=data_dir, hub=hub)
     dest = _out(out, checkpoint, "glue")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.classification.glue_run import run_glue  # torch: after the output is checked
@@ -157,6 +158,7 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
              "regression": regression}
     r = load(recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)
+    _inputs_given(None, train=train, dev=dev, test=test)
     dest = _out(out, checkpoint, "classify")
     with writing(dest, force, [checkpoint, train, dev, test]):
         from bertcli.finetune.classification.classify import run_classify  # torch: after the output is checked
@@ -172,6 +174,7 @@ def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | No
     entity P/R/F1 as conlleval. Returns results.json's content."""
     r = load(recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)
+    _inputs_given(None, data_dir=data_dir)
     dest = _out(out, checkpoint, "ner")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.tagging.task import run_ner  # torch: after the output is checked
@@ -186,6 +189,7 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
     official EM / F1. Returns results.json's content."""
     r = load(recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)
+    _inputs_given("SQuAD", data_dir=data_dir, hub=hub)
     dest = _out(out, checkpoint, "squad" if version == 1 else "squad_v2")
     with writing(dest, force, [checkpoint, data_dir]):
         from bertcli.finetune.qa.task import run_squad  # torch: after the output is checked
@@ -257,6 +261,19 @@ def _out(out: PathLike | None, checkpoint: PathLike, kind: str) -> Path:
     checked, locked and marked (bertcli.core.outputs.writing) before the heavy imports, so a
     refusal comes at once and nothing the user has is replaced."""
     return Path(out) if out is not None else default_out(Path(checkpoint), kind)
+
+
+def _inputs_given(data: str | None, hub: str | None = None, **paths: PathLike | None) -> None:
+    """The input checks that need no data read, before torch is imported (a mistyped path is
+    reported at once): the paths given exist; `data` names a set read from --data-dir or --hub,
+    exactly one of which is given. The readers check the contents."""
+    if data is not None and (paths.get("data_dir") is None) == (hub is None):
+        raise UserError(f"give exactly one of --data-dir (local {data} files) and --hub (a `datasets` name)",
+                        fix=f"--data-dir DIR with the {data} files, or --hub NAME (needs the network)")
+    for name, p in paths.items():
+        if p is not None and not Path(p).exists():
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {p} does not exist", fix=f"give {flag} an existing file or directory")
 
 
 def _path(p: PathLike | None) -> Path | None:
