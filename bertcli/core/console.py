@@ -130,6 +130,30 @@ def table(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]], tit
         out.print("  ".join(cells).rstrip(), markup=False)
 
 
+def entries(rows: Sequence[tuple[str, str, str]], width: int | None = None) -> None:
+    """A list of (term, detail, text) entries on stdout, the way `git help config` lists
+    options: the term and its detail on one line, the text wrapped beneath it, indented. Lines
+    fit `width` (the terminal's, at most 100; 80 in a pipe unless COLUMNS says otherwise);
+    a term is never split, so it can be copied whole, and nothing is padded."""
+    import textwrap
+
+    width = width or min(out.width, 100)
+    indent = " " * 4
+
+    def wrap(text: str, first: str, rest: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+    for i, (term, detail, text) in enumerate(rows):
+        head = f"{term}  {detail}".rstrip()
+        lines = [head] if len(head) <= width or not detail else [term, *wrap(detail, indent, indent)]
+        lines += wrap(text, indent, indent) if text else []
+        if i:
+            out.print("", markup=False)
+        for line in lines:
+            out.print(line.rstrip(), markup=False, soft_wrap=True)
+
+
 def fmt(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
