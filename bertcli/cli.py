@@ -474,7 +474,7 @@ class _Group(typer.core.TyperGroup, _Command):
 # What a flag's value is, in --help: nothing for an on/off flag (typer would print <bool>), else
 # a word for what to write (typer's <str>, <path>, <list[str]> say the Python type instead).
 _METAVARS = {"--set": "KEY=VALUE", "--recipe": "NAME|FILE", "--encoding": "CODEC"}
-_KINDS = {bool: "", Path: "PATH", str: "TEXT", int: "N", float: "X"}
+_KINDS: dict[object, str] = {bool: "", Path: "PATH", str: "TEXT", int: "N", float: "X"}
 
 
 def _value_kind(hint) -> object:

@@ -20,7 +20,7 @@ def _interrupted_run(tmp_path: Path, pretrained: Path, finished: bool) -> Path:
         shutil.copytree(pretrained, d)
         if complete:
             (d / "trainer_state").mkdir()
-            (d / "trainer_state" / "state.json").write_text('{"step": %d}' % step)
+            (d / "trainer_state" / "state.json").write_text(f'{{"step": {step}}}')
     (run / "recipe.yaml").write_text(f"name: bert-tiny\noutput_dir: {run}\n")
     if finished:
         shutil.copytree(pretrained, run / "final")

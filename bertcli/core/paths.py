@@ -215,7 +215,7 @@ def checkpoint_problem(path: Path, flag: str = "-c") -> UserError | None:
                      fix=f"{generic}; a pretraining run directory has final/ and checkpoints/ in it")
 
 
-def resolve_checkpoint(path: Path | str, flag: str = "-c") -> Path:
+def resolve_checkpoint(path: str | os.PathLike[str], flag: str = "-c") -> Path:
     """The checkpoint directory that `-c path` means: a checkpoint directory itself; a run
     directory's final/, or, when the run did not finish, its newest complete step checkpoint
     (saying which and how to finish the run). Anything else is one UserError naming what is
