@@ -8,6 +8,7 @@ from bertcli.config.stages import is_complete
 from bertcli.core.errors import UserError
 from bertcli.corpus.build import corpus_dir
 from bertcli.data.build import data_dir
+from bertcli.model.count import flops_per_token, parameter_counts
 from bertcli.tokenization.build import tokenizer_dir
 
 
@@ -25,8 +26,6 @@ def describe(recipe: Recipe) -> list[tuple[str, list[tuple[str, object]]]]:
     final = run / "final"
     rows.append(("run", f"{run}  ({'finished' if is_complete(final) else 'not finished'})"))
     tables = [("stages", rows)]
-
-    from bertcli.model.count import flops_per_token, parameter_counts
 
     m = recipe.model
     vocab = m.vocab_size or recipe.tokenizer.vocab_size
