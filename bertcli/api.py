@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from bertcli.config.recipe import check_purpose, load_recipe
+from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
-from bertcli.core.paths import check_recipe_outputs, default_out
+from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
-from bertcli.export.predict import run_predict
+from bertcli.export.predict import is_bundle, run_predict
 from bertcli.export.run import run_export
 from bertcli.finetune import command as commands
 from bertcli.model.fill_mask import fill_mask as run
@@ -141,6 +142,8 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
     Returns results.json's content (GLUE: glue_results.json's)."""
     cmd = commands.get(task)
     r = load(cmd.recipe if recipe is None else recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/ (or says what to resume)
+    _inputs_given(cmd.data_name, hub=options.get("hub"), **{k: options.get(k) for k in cmd.inputs})
     dest = Path(out) if out is not None else default_out(Path(checkpoint), cmd.default_kind(options))
     with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
         return cmd.run(r, Path(checkpoint), dest, **options)
@@ -193,7 +196,7 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
-    return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
+    return extract_features(resolve_checkpoint(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding,
                             force=force)
@@ -202,7 +205,7 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
     """For each mask token in `text`: its position and the top-k fillers (token, id,
     probability, the text with the filler in place)."""
-    return run(Path(checkpoint), text, top_k=top_k)
+    return run(resolve_checkpoint(checkpoint), text, top_k=top_k)
 
 
 def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
@@ -211,7 +214,7 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
-    return run_export(Path(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
+    return run_export(resolve_checkpoint(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
                       dev=_path(dev), verify=verify, force=force)
 
 
@@ -221,9 +224,25 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
-    return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
+    model = Path(model)
+    if not is_bundle(model):  # an export bundle or its model.onnx is read as it is
+        model = resolve_checkpoint(model)
+    return run_predict(model, Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
                        encoding=encoding, force=force)
+
+
+def _inputs_given(data: str | None, hub: str | None = None, **paths: PathLike | None) -> None:
+    """The input checks that need no data read, before torch is imported (a mistyped path is
+    reported at once): the paths given exist; `data` names a set read from --data-dir or --hub,
+    exactly one of which is given. The readers check the contents."""
+    if data is not None and (paths.get("data_dir") is None) == (hub is None):
+        raise UserError(f"give exactly one of --data-dir (local {data} files) and --hub (a `datasets` name)",
+                        fix=f"--data-dir DIR with the {data} files, or --hub NAME (needs the network)")
+    for name, p in paths.items():
+        if p is not None and not Path(p).exists():
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {p} does not exist", fix=f"give {flag} an existing file or directory")
 
 
 def _path(p: PathLike | None) -> Path | None:

@@ -6,13 +6,16 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
 import typer
+from rich.markup import escape
 
 from bertcli.config.options import CHECKPOINT_HELP, NUM_FLAGS, EncodingOpt, OutForceOpt, SetOpt, num_option  # noqa: F401 (NUM_FLAGS: read by the tests)
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
@@ -106,13 +109,17 @@ def recipe_description(text: str) -> str:
 @app.command()
 def explain(section: str | None = typer.Argument(None,
                                                  help="corpus, tokenizer, data, model, train, finetune, corpus.sources, "
-                                                      "finetune.tasks, finetune.ner, finetune.classify")) -> None:
-    """Show the keys of a recipe section with their types, defaults and help."""
+                                                      "finetune.tasks, finetune.ner, finetune.classify; or one key, "
+                                                      "e.g. train.max_steps")) -> None:
+    """Show a recipe section's keys (or one key) with type, default and help.
+
+    With no section: the top-level keys and the sections."""
     from bertcli.config.recipe import explain as rows_of
 
-    # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
-    # taken for rich markup.
-    console.table([("key", "bold"), ("type", ""), ("default", ""), ("help", "")], list(rows_of(section)))
+    # One entry per key: `key  type, default X`, the help wrapped beneath (printed as written,
+    # so `bertcli[chinese]` is not taken for rich markup).
+    console.entries([(key, f"section: {default}" if kind == "section" else f"{kind}, default {default}", text)
+                     for key, kind, default, text in rows_of(section)])
 
 
 @app.command()
@@ -214,8 +221,10 @@ def evaluate_cmd(
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
+    from bertcli.core.paths import resolve_checkpoint
     from bertcli.train.evaluate import EvalSettings, render, run_evaluate
 
+    checkpoint = resolve_checkpoint(checkpoint)
     if objective not in (None, "nsp", "sop", "none"):
         raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
     settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
@@ -343,6 +352,69 @@ def task_command(cmd: task_commands.TaskCommand):
 
 for _cmd in task_commands.discover().values():
     finetune_app.command(_cmd.name)(task_command(_cmd))
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose --help lists no Python type: none for --help itself (it takes no value),
+    none beside an argument (its name and help say what it is)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def format_help(self, ctx, formatter) -> None:
+        for p in self.params:
+            if isinstance(p, typer.core.TyperArgument):
+                p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+        super().format_help(ctx, formatter)
+
+
+class _Group(typer.core.TyperGroup, _Command):
+    pass
+
+
+# What a flag's value is, in --help: nothing for an on/off flag (typer would print <bool>), else
+# a word for what to write (typer's <str>, <path>, <list[str]> say the Python type instead).
+_METAVARS = {"--set": "KEY=VALUE", "--recipe": "NAME|FILE", "--encoding": "CODEC"}
+_KINDS: dict[object, str] = {bool: "", Path: "PATH", str: "TEXT", int: "N", float: "X"}
+
+
+def _value_kind(hint) -> object:
+    """The type of one value of an option: list[str] -> str (a repeatable option), X | None -> X."""
+    args = [t for t in typing.get_args(hint) if t is not type(None)]
+    if typing.get_origin(hint) is list:
+        return args[0]
+    if args:  # X | None (a union's origin is not list)
+        return _value_kind(args[0])
+    return hint
+
+
+def _plain_help(*apps: typer.Typer) -> None:
+    """Give every option a metavar (_METAVARS, _KINDS) and every command and group the class
+    whose --help shows no type."""
+    for a in apps:
+        a.info.cls = _Group   # the group's own --help (the callback's cls would override it)
+        callbacks = [a.registered_callback.callback] if a.registered_callback and a.registered_callback.callback else []
+        if a.registered_callback is not None:
+            a.registered_callback.cls = _Group
+        for command in a.registered_commands:
+            command.cls = _Command
+        for callback in [*callbacks, *(c.callback for c in a.registered_commands if c.callback)]:
+            hints = typing.get_type_hints(callback)
+            for name, parameter in inspect.signature(callback).parameters.items():
+                info = parameter.default
+                if isinstance(info, typer.models.ParameterInfo) and info.help and not getattr(info, "_escaped", False):
+                    # typer reads help as rich markup: "[at least 1]" would vanish as an unknown tag
+                    info.help, info._escaped = escape(info.help), True  # type: ignore[attr-defined]
+                if isinstance(info, typer.models.OptionInfo) and info.metavar is None:
+                    named = [_METAVARS[d] for d in info.param_decls or () if d in _METAVARS]
+                    info.metavar = named[0] if named else _KINDS.get(_value_kind(hints[name]))
+
+
+
+_plain_help(app, finetune_app)
 
 
 def main(argv: list[str] | None = None) -> None:

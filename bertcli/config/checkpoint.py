@@ -18,6 +18,7 @@ from typing import Any
 from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
 from bertcli.config.model import EncoderConfig
 from bertcli.core.errors import UserError
+from bertcli.core.paths import checkpoint_problem
 
 # Heads whose config.json carries id2label / label2id.
 LABELLED_HEADS = ("classification", "token")
@@ -132,12 +133,9 @@ def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConf
     """The EncoderConfig of a checkpoint directory (config.json only)."""
     directory = Path(directory)
     path = directory / "config.json"
-    if not directory.is_dir():
-        raise UserError(f"checkpoint directory {directory} does not exist",
-                        fix="give a directory written by bertcli or transformers' save_pretrained")
-    if not path.is_file():
-        raise UserError(f"no config.json in {directory}", where=str(directory),
-                        fix="a checkpoint is a Hugging Face model directory (config.json + model.safetensors)")
+    problem = checkpoint_problem(directory)  # a file, a run directory, a missing final/: said so
+    if problem is not None:
+        raise problem
     return from_hf_config(json_object(path), str(path), head)
 
 

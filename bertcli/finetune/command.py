@@ -37,6 +37,9 @@ class TaskCommand:
     run: Callable[..., dict]
     recipe: str                          # the shipped recipe the command uses by default
     inputs: tuple[str, ...] = ()         # options that name input files / directories (never written)
+    # The data set read from --data-dir or --hub (exactly one of the two is given), for the
+    # message when neither or both are; None: no --hub.
+    data_name: str | None = None
     out_kind: Callable[[Mapping[str, Any]], str] | None = None   # default: name
 
     def default_kind(self, options: Mapping[str, Any]) -> str:

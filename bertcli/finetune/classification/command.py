@@ -58,6 +58,6 @@ def run_classify(recipe, checkpoint: Path, out: Path, train: Path, dev: Path, te
 
 
 COMMANDS = [
-    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",)),
+    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",), data_name="GLUE"),
     TaskCommand("classify", classify_options, run_classify, recipe="classify", inputs=("train", "dev", "test")),
 ]

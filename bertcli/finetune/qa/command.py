@@ -38,4 +38,5 @@ def _kind(options: Mapping[str, Any]) -> str:
     return "squad" if options.get("version", 1) == 1 else "squad_v2"
 
 
-COMMANDS = [TaskCommand("squad", squad_options, run_squad, recipe="squad", inputs=("data_dir",), out_kind=_kind)]
+COMMANDS = [TaskCommand("squad", squad_options, run_squad, recipe="squad", inputs=("data_dir",), data_name="SQuAD",
+                        out_kind=_kind)]
