@@ -124,10 +124,10 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
     result: `run_dir`, `checkpoint` (its `final/` directory, a Hugging Face directory), `step`,
     `tokens`, the last logged metrics (`last`, `last_val`), and `interrupted` (the signal
     number when SIGINT / SIGTERM stopped it after saving a checkpoint)."""
+    r = load(recipe, overrides, "pretrain", writes=True)  # a mistake in the recipe is reported before torch loads
     from bertcli.train.pipeline import run_pretrain
 
-    return run_pretrain(load(recipe, overrides, "pretrain", writes=True),
-                        resume=None if resume is None else str(resume), force=force)
+    return run_pretrain(r, resume=None if resume is None else str(resume), force=force)
 
 
 # ------------------------------------------------------------------------------ fine-tuning
