@@ -140,7 +140,15 @@ def read_sentence_dir(directory: str | Path) -> SentenceModel:
 
 
 def _max_seq_length(encoder: Path) -> int | None:
+    """sentence_bert_config.json's max_seq_length; else (sentence-transformers 6.x writes it
+    there) tokenizer_config.json's model_max_length when it is a real bound; else None."""
     path = encoder / ST_CONFIG
+    if not path.is_file() or "max_seq_length" not in _json(path, "the Transformer module's config"):
+        tok = encoder / "tokenizer_config.json"
+        d = _json(tok, "the tokenizer's config") if tok.is_file() else None
+        n = d.get("model_max_length") if isinstance(d, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 1_000_000:   # transformers' "unset" is 1e30
+            return n
     if not path.is_file():
         return None
     d = _json(path, "the Transformer module's config")
