@@ -171,6 +171,8 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
 
     if beir is None and sts is None:
         raise UserError("nothing to evaluate", fix="give --beir DIR (retrieval) and/or --sts FILE")
+    if pooling:
+        parse_mode(pooling)                                 # a bad flag before any reading
     if split not in ("dev", "test", "train"):
         raise UserError(f"--split {split!r} is not one of dev, test, train")
     beir_data = read_beir(beir, split) if beir is not None else None
