@@ -11,13 +11,12 @@ import shutil
 
 import numpy as np
 import pytest
-from scipy import stats
+from conftest import assert_user_error
 from test_embed_eval_metrics import write_beir
 
 from bertcli.finetune.embed import retrieval
 from bertcli.model.pooling import Pooling
 from bertcli.model.sentence import write_sentence_dir
-from conftest import assert_user_error
 
 TOPICS = {"music": "the band played songs and the singer sang music on the stage",
           "food": "the cook made bread and soup for dinner in the kitchen",

@@ -60,8 +60,8 @@ def minilm_style(tmp_path, mode="mean"):
     """A directory as sentence-transformers 6.x saves a BertModel + Pooling + Normalize."""
     import transformers as tf
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling as StPooling
     from sentence_transformers.base.modules import Normalize, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling as StPooling
 
     base = tmp_path / "bert"
     tiny_checkpoint(base, CORPUS, hidden=32, init_range=0.2)
