@@ -156,3 +156,18 @@ def test_onnx_export_and_predict_give_the_same_vectors(ckpts, tmp_path):
         assert p.task == "embed" and p.max_length == 16
         got = np.array([r["embedding"] for r in p.predict(records)])
         np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+def test_export_task_embed_of_a_plain_checkpoint_is_raw_mean_pooling(ckpts, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from bertcli.export.predict import open_model
+    from bertcli.export.run import run_export
+
+    plain = ckpts["bpe"]                                            # no modules.json: mean, not normalized
+    want = Embedder.load(plain, device="cpu").encode(TEXTS)
+    assert np.abs(np.linalg.norm(want, axis=1) - 1).max() > 1e-2     # really not normalized
+    result = run_export(plain, tmp_path / "bundle", task="embed")
+    assert result.passed and result.info["task"] == "embed"
+    p = open_model(tmp_path / "bundle")
+    got = np.array([r["embedding"] for r in p.predict([(str(i), {"text": t}) for i, t in enumerate(TEXTS)])])
+    np.testing.assert_allclose(got, want, atol=1e-4)
