@@ -140,6 +140,8 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
     e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device)
     result: dict = {"model": describe(e)}
     if beir_data is not None:
+        console.log(f"retrieval: encoding {len(beir_data.queries):,} queries and {len(beir_data.corpus):,} documents "
+                    f"({e.pooling.mode} pooling{', normalized' if e.pooling.normalize else ''})")
         result["retrieval"] = {"data": str(beir), "split": split, **evaluate_retrieval(e.encode, beir_data)}
     if sts_data is not None:
         result["sts"] = {"data": str(sts), **evaluate_sts(e.encode, sts_data)}
