@@ -35,6 +35,7 @@ from bertcli.core.errors import UserError
 from bertcli.io import records, tables
 
 TOP_K = 100
+QUERY_BLOCK = 2048      # queries scored against a chunk at once
 CUTOFFS = {"ndcg": (10,), "mrr": (10,), "recall": (1, 10, 100), "map": (100,)}
 MAIN = "ndcg@10"
 
@@ -122,20 +123,24 @@ def search(queries: np.ndarray, corpus_chunks, k: int = TOP_K) -> tuple[np.ndarr
     import torch
 
     q = torch.from_numpy(normalized(queries.astype(np.float32)))
-    best_s = torch.empty((len(q), 0))
-    best_i = torch.empty((len(q), 0), dtype=torch.long)
+    blocks = [slice(i, i + QUERY_BLOCK) for i in range(0, len(q), QUERY_BLOCK)]   # bounds [queries, n] in memory
+    best_s = [torch.empty((len(q[b]), 0)) for b in blocks]
+    best_i = [torch.empty((len(q[b]), 0), dtype=torch.long) for b in blocks]
     offset = 0
-    for block in corpus_chunks:
-        d = torch.from_numpy(normalized(block.astype(np.float32)))
-        s = q @ d.T                                                     # [Q, n]
-        pos = _chunk_top(s, k)                                          # [Q, k''] ascending positions
-        s, idx = torch.cat([best_s, s.gather(1, pos)], 1), torch.cat([best_i, pos + offset], 1)
+    for chunk in corpus_chunks:
+        d = torch.from_numpy(normalized(chunk.astype(np.float32)))
+        for j, b in enumerate(blocks):
+            s = q[b] @ d.T                                              # [q, n]
+            pos = _chunk_top(s, k)                                      # [q, k''] ascending positions
+            s, idx = torch.cat([best_s[j], s.gather(1, pos)], 1), torch.cat([best_i[j], pos + offset], 1)
+            # the running candidates come first and each chunk's in corpus order, so a stable sort
+            # keeps the earlier document ahead on ties
+            order = torch.sort(s, dim=1, descending=True, stable=True).indices[:, :k]
+            best_s[j], best_i[j] = s.gather(1, order), idx.gather(1, order)
         offset += len(d)
-        # the running candidates come first and each chunk's in corpus order, so a stable sort
-        # keeps the earlier document ahead on ties
-        order = torch.sort(s, dim=1, descending=True, stable=True).indices[:, :k]
-        best_s, best_i = s.gather(1, order), idx.gather(1, order)
-    return best_i.numpy(), best_s.numpy()
+    if not blocks:
+        return np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    return torch.cat(best_i).numpy(), torch.cat(best_s).numpy()
 
 
 def _chunk_top(s, k: int):
