@@ -55,6 +55,7 @@ __all__ = [
     "fill_mask",
     "finetune",
     "finetune_classify",
+    "finetune_embed",
     "finetune_glue",
     "finetune_ner",
     "finetune_squad",
@@ -189,11 +190,38 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
         return run_squad(r, checkpoint=Path(checkpoint), data_dir=_path(data_dir), hub=hub, version=version, out=dest)
 
 
+def finetune_embed(checkpoint: PathLike, train: PathLike, dev: PathLike | None = None,
+                   unsupervised: bool | None = None, anchor_column: str | None = None,
+                   positive_column: str | None = None, negative_columns: Sequence[str] | None = None,
+                   text_column: str | None = None, text_pair_column: str | None = None,
+                   score_column: str | None = None, dims: Sequence[int] | None = None, pooling: str | None = None,
+                   normalize: bool | None = None, symmetric: bool | None = None, mini_batch_size: int | None = None,
+                   recipe: PathLike | None = "embed", overrides: Overrides = None, out: PathLike | None = None,
+                   encoding: str | None = None, force: bool = False) -> dict:
+    """Fine-tune a sentence-embedding model: in-batch negatives on (anchor, positive[, negatives])
+    rows, CoSENT on scored pairs (`score_column`), or SimCSE on plain sentences (`unsupervised`);
+    scored on `dev` (a BEIR directory: nDCG@10; scored pairs: Spearman) after every epoch. The
+    best epoch is written as a sentence-transformers directory. The other arguments override the
+    recipe's finetune.embed block where given. Returns results.json's content."""
+    flags = {"unsupervised": unsupervised, "anchor_column": anchor_column, "positive_column": positive_column,
+             "negative_columns": None if negative_columns is None else list(negative_columns),
+             "text_column": text_column, "text_pair_column": text_pair_column, "score_column": score_column,
+             "dims": None if dims is None else list(dims), "pooling": pooling, "normalize": normalize,
+             "symmetric": symmetric, "mini_batch_size": mini_batch_size}
+    r = load(recipe, overrides, "finetune")
+    dest = _out(out, checkpoint, "embed")
+    with writing(dest, force, [checkpoint, train, dev]):
+        from bertcli.finetune.embed.task import run_embed  # torch: after the output is checked
+
+        return run_embed(r, checkpoint=Path(checkpoint), train=Path(train), dev=_path(dev), out=dest,
+                         encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
+
+
 _FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner,
-                                             "squad": finetune_squad}
+                                             "squad": finetune_squad, "embed": finetune_embed}
 
 
-def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
+def finetune(task: Literal["glue", "classify", "ner", "squad", "embed"], checkpoint: PathLike, **options: Any) -> dict:
     """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
     `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
     `finetune("squad", ckpt, data_dir=..., version=2)`. The options are those of

@@ -48,7 +48,7 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
+finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -412,6 +412,64 @@ def finetune_classify(
                           text_pair_column=text_pair_column, label_column=label_column,
                           regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding,
                           force=force)
+
+
+@finetune_app.command("embed")
+def finetune_embed(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli, transformers or sentence-transformers encoder directory."),
+    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, a save_to_disk "
+                               "directory, or (--unsupervised) .txt, one sentence per line."),
+    dev: Path | None = typer.Option(None, "--dev", help="Scored after every epoch (best epoch kept): a BEIR directory "
+                                    "(nDCG@10) or a file of scored pairs (Spearman)."),
+    unsupervised: bool = typer.Option(False, "--unsupervised", help="SimCSE: each sentence of --text-column is its "
+                                      "own positive under another dropout mask."),
+    anchor_column: str | None = typer.Option(None, "--anchor-column", help="Column of the anchor (query) (default `anchor`)."),
+    positive_column: str | None = typer.Option(None, "--positive-column", help="Column of the positive (default `positive`)."),
+    negative_column: list[str] | None = typer.Option(None, "--negative-column",
+                                                     help="Hard-negative column(s): repeatable, or a comma list."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Scored pairs: first text (default `text`); "
+                                           "--unsupervised: the sentence."),
+    text_pair_column: str | None = typer.Option(None, "--text-pair-column",
+                                                help="Scored pairs: second text (default `text_pair`)."),
+    score_column: str | None = typer.Option(None, "--score-column",
+                                            help="Scored pairs: the similarity score; selects the CoSENT loss."),
+    dims: str | None = typer.Option(None, "--dims", help="Matryoshka dimensions, e.g. 128,64,32 (at most the hidden size)."),
+    pooling: str | None = typer.Option(None, "--pooling", help="mean (default), cls or max."),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings."),
+    symmetric: bool | None = typer.Option(None, "--symmetric/--one-way",
+                                          help="In-batch negatives both ways (anchor->positive and back)."),
+    mini_batch_size: int | None = num_option(None, "--mini-batch-size", ge=1,
+                                             help="GradCache: texts per forward pass (the loss still sees the whole batch)."),
+    recipe: str = typer.Option("embed", "--recipe", "-r", help="Recipe whose `finetune` section (and its `embed` block) is used."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/embed/<checkpoint name>)."),
+    force: bool = OutForceOpt,
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Fine-tune a sentence-embedding model (in-batch negatives, CoSENT, SimCSE); writes a sentence-transformers directory."""
+    from bertcli import api
+
+    api.finetune_embed(checkpoint, train=train, dev=dev, unsupervised=True if unsupervised else None,
+                       anchor_column=anchor_column, positive_column=positive_column, negative_columns=negative_column,
+                       text_column=text_column, text_pair_column=text_pair_column, score_column=score_column,
+                       dims=_int_list(dims, "--dims"), pooling=pooling, normalize=normalize, symmetric=symmetric,
+                       mini_batch_size=mini_batch_size, recipe=recipe, overrides=set_, out=out, encoding=encoding,
+                       force=force)
+
+
+def _int_list(text: str | None, flag: str) -> list[int] | None:
+    """`128,64,32` -> [128, 64, 32]; a UserError naming the flag for anything else."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{flag} {text!r} is not a comma list of integers", where="the command line",
+                        fix=f"e.g. {flag} 128,64,32") from None
+    if not values or min(values) < 1:
+        raise UserError(f"{flag} {text!r}: give positive integers", where="the command line", fix=f"e.g. {flag} 128,64,32")
+    return values
 
 
 @app.command()
