@@ -22,18 +22,19 @@ class Concepts:
     """K concepts; concept i is named by query word q[i] in queries and doc word d[i] in documents
     (two unrelated words: the link is what training teaches). Fillers are shared noise."""
 
-    def __init__(self, checkpoint: Path, k: int = 32, fillers: int = 60, seed: int = 0):
+    def __init__(self, checkpoint: Path, k: int = 64, fillers: int = 60, seed: int = 0, query_fill: int = 1,
+                 doc_fill: int = 2):
         words = vocab_words(checkpoint, 2 * k + fillers, seed)
         self.q, self.d, self.fill = words[:k], words[k:2 * k], words[2 * k:]
-        self.k = k
+        self.k, self.query_fill, self.doc_fill = k, query_fill, doc_fill
 
     def query(self, rng: random.Random, i: int) -> str:
-        words = [self.q[i]] + rng.sample(self.fill, 3)
+        words = [self.q[i]] + rng.sample(self.fill, self.query_fill)
         rng.shuffle(words)
         return " ".join(words)
 
     def doc(self, rng: random.Random, i: int) -> str:
-        words = [self.d[i]] + rng.sample(self.fill, 6)
+        words = [self.d[i]] + rng.sample(self.fill, self.doc_fill)
         rng.shuffle(words)
         return " ".join(words)
 
