@@ -50,6 +50,8 @@ Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
 
 __all__ = [
     "build_data",
+    "embed",
+    "evaluate_embed",
     "export",
     "features",
     "fill_mask",
@@ -244,6 +246,30 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding,
                             force=force)
+
+
+def embed(checkpoint: PathLike, input: PathLike, out: PathLike, text_column: str = "text",
+          id_column: str | None = None, pooling: str | None = None, normalize: bool | None = None,
+          max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
+          encoding: str | None = None, force: bool = False) -> dict:
+    """Sentence embeddings of every text of `input` into `out` (.parquet or .npy), pooled as a
+    sentence-transformers directory says, else by `pooling` (default mean). Returns a summary."""
+    from bertcli.finetune.embed.vectors import embed_file
+
+    return embed_file(Path(checkpoint), Path(input), Path(out), text_column=text_column, id_column=id_column,
+                      pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size,
+                      device=device, encoding=encoding, force=force)
+
+
+def evaluate_embed(checkpoint: PathLike, beir: PathLike | None = None, split: str = "test",
+                   sts: PathLike | None = None, pooling: str | None = None, normalize: bool | None = None,
+                   max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> dict:
+    """Retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100 on a BEIR directory) and / or STS
+    (Pearson, Spearman of cosine) of any checkpoint's embeddings. Returns the figures."""
+    from bertcli.finetune.embed.evaluate import evaluate_embed as run_eval
+
+    return run_eval(Path(checkpoint), beir=_path(beir), split=split, sts=_path(sts), pooling=pooling,
+                    normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:

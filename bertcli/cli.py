@@ -499,6 +499,60 @@ def features(
                  force=force)
 
 
+PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls or max; last-layer-mean = mean. Default: a "
+                          "sentence-transformers directory's own, else mean.")
+NormalizeOpt = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings (default: a "
+                            "sentence-transformers directory's 2_Normalize, else no).")
+EmbedLengthOpt = typer.Option(None, "--max-seq-length", min=2, help="Longer texts are truncated (default: the directory's "
+                              "max_seq_length, else 512, capped by the model's positions).")
+
+
+@app.command("evaluate-embed")
+def evaluate_embed(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    beir: Path | None = typer.Option(None, "--beir", help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/{dev,test}.tsv."),
+    split: str = typer.Option("test", "--split", help="The qrels split of --beir: dev or test."),
+    sts: Path | None = typer.Option(None, "--sts", help="STS pairs: STS-B's tsv, or a table with text, text_pair, score."),
+    pooling: str | None = PoolingOpt,
+    normalize: bool | None = NormalizeOpt,
+    max_seq_length: int | None = EmbedLengthOpt,
+    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
+    from bertcli import api
+    from bertcli.finetune.embed.evaluate import render
+
+    render(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
+                              max_seq_length=max_seq_length, batch_size=batch_size, device=device), as_json=as_json)
+
+
+@app.command()
+def embed(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet (id, embedding), or .npy (ids in <name>.ids.tsv)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
+    id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    pooling: str | None = PoolingOpt,
+    normalize: bool | None = NormalizeOpt,
+    max_seq_length: int | None = EmbedLengthOpt,
+    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass (bounds memory)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Sentence embeddings of every text of a file (batched, streamed), pooled as the model says."""
+    from bertcli import api
+
+    api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
+              normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+              encoding=encoding, force=force)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: renders a UserError as one message with exit code 2 (traceback with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -165,6 +165,11 @@ def trained_options(directory: Path) -> dict:
     """The window and decoding settings fine-tuning used for the model in `directory` (its
     results.json `hyperparameters`, FEATURIZER_KEYS only); {} for a model bertcli did not
     fine-tune."""
+    from bertcli.finetune.embed.serving import sentence_max_length
+
+    st_length = sentence_max_length(Path(directory))      # a sentence-transformers directory's own
+    if st_length is not None:
+        return {"max_seq_length": st_length}
     path = Path(directory) / "results.json"
     if not path.is_file():
         return {}
