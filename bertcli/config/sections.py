@@ -467,9 +467,11 @@ class EmbedConfig(TaskOverrides):
     dims: list[int] = field(default_factory=list, metadata={"ge": 1, "gt": None, "le": None, "hash": True, "signed": False})
     """Matryoshka dimensions (Kusupati et al. 2022), e.g. [128, 64, 32]: the loss is summed over
     the embeddings truncated to each; [] trains the full width only. At most the hidden size."""
-    pooling: Literal["mean", "cls"] = "mean"
-    """How token states become the sentence vector: mean over real tokens (sentence-transformers'
-    default) or the first token ([CLS] / <s>)."""
+    pooling: Literal["mean", "cls", "max", "last-layer-mean"] = "mean"
+    """How the last layer's token states become the sentence vector: mean over real tokens
+    (sentence-transformers' default; `last-layer-mean` is the same), the first token ([CLS] /
+    <s>), or the elementwise max. A sentence-transformers checkpoint's own pooling is the default
+    when it is fine-tuned further."""
     normalize: bool = False
     """L2-normalize the vectors (a 2_Normalize module in the output): dot product = cosine."""
     gather: bool = True

@@ -34,6 +34,7 @@ from bertcli.finetune.engine import collate
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 from bertcli.model.pooling import Pooling, pool
+from bertcli.model.sentence import is_sentence_dir, read_sentence_dir
 from bertcli.train.precision import autocast
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
@@ -76,7 +77,7 @@ class EmbedTask(Task[EmbedSplit, np.ndarray]):
         self.pooling = dataclasses.replace(self.pooling, dim=hidden)
         train_path, dev_path = self.files
         train = read_train(train_path, self.block, self.opts)
-        devs = [read_dev(dev_path, self.block, self.opts)] if dev_path is not None else []
+        devs = [read_dev(dev_path, self.block)] if dev_path is not None else []
         console.log(f"embed: {KIND_WORDS[self.kind]}, {len(train.texts):,} distinct texts"
                     + (f", {train.negatives.shape[1]} hard negative(s) per anchor" if train.negatives.shape[1] else ""))
         return TaskSplits(train, devs, [], "files", str(train_path),
@@ -197,6 +198,12 @@ def run_embed(recipe, checkpoint: Path, train: Path, dev: Path | None = None, ou
     """Fine-tune an embedding model; `options` override finetune.embed keys (the CLI flags)."""
     if "negative_columns" in options:
         options["negative_columns"] = negative_columns(options["negative_columns"])
+    checkpoint = Path(checkpoint)
+    if is_sentence_dir(checkpoint):   # sentence-transformers' (MiniLM-style): its encoder, its pooling by default
+        st = read_sentence_dir(checkpoint)
+        checkpoint = st.encoder
+        options.setdefault("pooling", st.pooling.mode)
+        options.setdefault("normalize", st.pooling.normalize)
     if options:
         cfg = dataclasses.replace(recipe.finetune, embed=dataclasses.replace(recipe.finetune.embed, **options))
         recipe = dataclasses.replace(recipe, finetune=cfg)       # the saved recipe.yaml shows them
