@@ -48,7 +48,8 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
+finetune_app = typer.Typer(no_args_is_help=True,
+                           help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
@@ -441,7 +442,8 @@ def finetune_embed(
                                           help="In-batch negatives both ways (anchor->positive and back)."),
     mini_batch_size: int | None = num_option(None, "--mini-batch-size", ge=1,
                                              help="GradCache: texts per forward pass (the loss still sees the whole batch)."),
-    recipe: str = typer.Option("embed", "--recipe", "-r", help="Recipe whose `finetune` section (and its `embed` block) is used."),
+    recipe: str = typer.Option("embed", "--recipe", "-r",
+                               help="Recipe whose `finetune` section (and its `embed` block) is used."),
     set_: list[str] | None = SetOpt,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/embed/<checkpoint name>)."),
     force: bool = OutForceOpt,

@@ -185,7 +185,7 @@ def main() -> None:
         train = {"bertcli": [], "sentence_transformers": []}
         for _ in range(args.repeats):
             for name, step in (("bertcli", b_step), ("sentence_transformers", s_step)):
-                t, tokens = timed(lambda: sum(step(args.warmup + i) for i in range(args.steps)))
+                t, tokens = timed(lambda s: sum(s(args.warmup + i) for i in range(args.steps)), step)
                 train[name].append(tokens / t)
         b_model.eval()
         s_model.eval()

@@ -34,7 +34,8 @@ from bertcli.finetune.engine import collate
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 from bertcli.model.pooling import Pooling, pool
-from bertcli.model.sentence import is_sentence_dir, read_sentence_dir
+from bertcli.model.hf import read_config
+from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sentence_dir
 from bertcli.train.precision import autocast
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
@@ -53,7 +54,7 @@ def check_block(block, batch_size: int, hidden_size: int, checkpoint: Path) -> N
                         where="finetune.embed.dims", fix=f"give Matryoshka dimensions of at most {hidden_size}")
 
 
-class EmbedTask(Task[EmbedSplit, np.ndarray]):
+class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     name = "embed"
     head = "pretraining"  # the encoder is all it reads; the checkpoint's own heads load and stay unused
 
@@ -70,8 +71,6 @@ class EmbedTask(Task[EmbedSplit, np.ndarray]):
 
     # -- reading -----------------------------------------------------------------------------
     def read(self) -> TaskSplits:
-        from bertcli.model.hf import read_config
-
         hidden = read_config(self.checkpoint).hidden_size
         check_block(self.block, self.hyper.batch_size, hidden, self.checkpoint)
         self.pooling = dataclasses.replace(self.pooling, dim=hidden)
@@ -162,7 +161,8 @@ class EmbedTask(Task[EmbedSplit, np.ndarray]):
     def decode(self, split, features: Features, collected: list) -> np.ndarray:
         return np.stack(collected) if collected else np.zeros((0, self.pooling.dim), np.float32)
 
-    def evaluate(self, split: DevSet, predictions: np.ndarray) -> dict[str, float]:
+    def evaluate(self, split: EmbedSplit | DevSet, predictions: np.ndarray) -> dict[str, float]:
+        assert isinstance(split, DevSet), "only dev sets are evaluated"
         return split.evaluate(predictions)
 
     def score(self, dev_metrics: dict) -> float:
@@ -182,8 +182,6 @@ class EmbedTask(Task[EmbedSplit, np.ndarray]):
 
     def save_model(self, model, directory: Path, checkpoint: Path) -> None:
         """The encoder checkpoint, then the sentence-transformers modules around it."""
-        from bertcli.model.sentence import write_sentence_dir
-
         super().save_model(model, directory, checkpoint)
         write_sentence_dir(directory, self.pooling, self.hyper.max_seq_length)
 
