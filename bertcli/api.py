@@ -34,6 +34,8 @@ from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import run_predict
 from bertcli.export.run import run_export
+from bertcli.finetune.embed.evaluate import evaluate_embed as run_evaluate_embed
+from bertcli.finetune.embed.vectors import embed_file
 from bertcli.model.fill_mask import fill_mask as run
 from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
@@ -254,8 +256,6 @@ def embed(checkpoint: PathLike, input: PathLike, out: PathLike, text_column: str
           encoding: str | None = None, force: bool = False) -> dict:
     """Sentence embeddings of every text of `input` into `out` (.parquet or .npy), pooled as a
     sentence-transformers directory says, else by `pooling` (default mean). Returns a summary."""
-    from bertcli.finetune.embed.vectors import embed_file
-
     return embed_file(Path(checkpoint), Path(input), Path(out), text_column=text_column, id_column=id_column,
                       pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size,
                       device=device, encoding=encoding, force=force)
@@ -266,9 +266,7 @@ def evaluate_embed(checkpoint: PathLike, beir: PathLike | None = None, split: st
                    max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> dict:
     """Retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100 on a BEIR directory) and / or STS
     (Pearson, Spearman of cosine) of any checkpoint's embeddings. Returns the figures."""
-    from bertcli.finetune.embed.evaluate import evaluate_embed as run_eval
-
-    return run_eval(Path(checkpoint), beir=_path(beir), split=split, sts=_path(sts), pooling=pooling,
+    return run_evaluate_embed(Path(checkpoint), beir=_path(beir), split=split, sts=_path(sts), pooling=pooling,
                     normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
 
 

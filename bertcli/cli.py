@@ -505,8 +505,8 @@ PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls 
                           "sentence-transformers directory's own, else mean.")
 NormalizeOpt = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings (default: a "
                             "sentence-transformers directory's 2_Normalize, else no).")
-EmbedLengthOpt = typer.Option(None, "--max-seq-length", min=2, help="Longer texts are truncated (default: the directory's "
-                              "max_seq_length, else 512, capped by the model's positions).")
+EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, help="Longer texts are truncated (default: the directory's "
+                            "max_seq_length, else 512, capped by the model's positions).")
 
 
 @app.command("evaluate-embed")

@@ -83,6 +83,8 @@ CALLS = [
     (["fill-mask", "-c", "ck", "a [MASK]", "--top-k", "3"], "fill_mask", ("top_k", 3)),
     (["export", "-c", "ck", "-o", "bundle", "--quantize", "int8"], "export", ("quantize", "int8")),
     (["predict", "-c", "ck", "-i", "x.jsonl", "--batch-size", "4"], "predict", ("batch_size", 4)),
+    (["embed", "-c", "ck", "-i", "t.txt", "-o", "e.npy", "--pooling", "cls"], "embed", ("pooling", "cls")),
+    (["evaluate-embed", "-c", "ck", "--beir", "b", "--split", "dev"], "evaluate_embed", ("split", "dev")),
 ]
 
 

@@ -17,13 +17,12 @@ module): dot products become cosine similarities.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:  # torch is imported where pooling runs, so reading a directory's pooling stays light
+    from torch import Tensor
 
 MODES = ("mean", "cls", "max")
 ALIASES = {"last-layer-mean": "mean"}
@@ -46,6 +45,9 @@ def parse_mode(mode: str, where: str = "--pooling") -> str:
 def pool(hidden: Tensor, attention_mask: Tensor | None, mode: str = "mean", normalize: bool = False) -> Tensor:
     """hidden [B, T, H] (values at padding are ignored), attention_mask [B, T] (1 = real token;
     None = no padding) -> [B, H]."""
+    import torch
+    import torch.nn.functional as F
+
     mode = ALIASES.get(mode, mode)
     if mode == "cls":
         out = hidden[:, 0]                                               # [B, H]

@@ -23,11 +23,13 @@ from pathlib import Path
 
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
-from bertcli.model.pooling import Pooling
+from bertcli.model.hf import read_config
+from bertcli.model.pooling import Pooling, parse_mode
 
 MODULES = "modules.json"
 ST_CONFIG = "sentence_bert_config.json"
 POOLING_DIR, NORMALIZE_DIR = "1_Pooling", "2_Normalize"
+DEFAULT_MAX_LENGTH = 512    # capped by the model's positions; a sentence-transformers directory names its own
 # the class part of modules.json's "type": legacy (sentence_transformers.models.X) and 6.x paths
 KINDS = {"Transformer": "transformer", "Pooling": "pooling", "Normalize": "normalize"}
 _TYPES = {"transformer": "sentence_transformers.models.Transformer",
@@ -140,7 +142,15 @@ def read_sentence_dir(directory: str | Path) -> SentenceModel:
 
 
 def _max_seq_length(encoder: Path) -> int | None:
+    """sentence_bert_config.json's max_seq_length; else (sentence-transformers 6.x writes it
+    there) tokenizer_config.json's model_max_length when it is a real bound; else None."""
     path = encoder / ST_CONFIG
+    if not path.is_file() or "max_seq_length" not in _json(path, "the Transformer module's config"):
+        tok = encoder / "tokenizer_config.json"
+        d = _json(tok, "the tokenizer's config") if tok.is_file() else None
+        n = d.get("model_max_length") if isinstance(d, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 1_000_000:   # transformers' "unset" is 1e30
+            return n
     if not path.is_file():
         return None
     d = _json(path, "the Transformer module's config")
@@ -156,3 +166,35 @@ def _max_seq_length(encoder: Path) -> int | None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise UserError(f"max_seq_length {n!r} is not a positive integer", where=str(path))
     return n
+
+
+# ------------------------------------------------------------------------- any checkpoint
+@dataclass
+class Source:
+    """Where an Embedder's encoder and pooling came from."""
+
+    checkpoint: Path
+    encoder_dir: Path
+    pooling: Pooling
+    max_seq_length: int
+    sentence_dir: bool
+
+
+def resolve(checkpoint: str | Path, pooling: str | None = None, normalize: bool | None = None,
+            max_seq_length: int | None = None) -> Source:
+    """The encoder directory, pooling and length of `checkpoint`: a sentence-transformers
+    directory's own unless flags say otherwise; else the flags, default mean, no normalization."""
+    checkpoint = Path(checkpoint)
+    if is_sentence_dir(checkpoint):
+        st = read_sentence_dir(checkpoint)
+        enc, pool, length = st.encoder, st.pooling, st.max_seq_length
+    else:
+        enc, pool, length = checkpoint, Pooling("mean"), None
+    c = read_config(enc)
+    usable = c.max_position_embeddings - c.position_offset
+    length = max_seq_length or length or DEFAULT_MAX_LENGTH
+    if length < 2:
+        raise UserError(f"--max-seq-length {length} leaves no room for a text", fix="give 8 or more")
+    pool = Pooling(parse_mode(pooling) if pooling else pool.mode,
+                   pool.normalize if normalize is None else normalize, c.hidden_size)
+    return Source(checkpoint, enc, pool, min(length, usable), is_sentence_dir(checkpoint))

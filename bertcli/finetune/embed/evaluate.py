@@ -15,49 +15,19 @@ fine-tuning bought over mean-pooled raw features. Training calls `evaluate_retri
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.finetune.embed.retrieval import evaluate_retrieval, read_beir
+from bertcli.finetune.embed.serving import load_encoder
+from bertcli.finetune.embed.sts import evaluate_sts, read_sts
+from bertcli.finetune.featurizer import truncating
 from bertcli.model.pooling import Pooling, parse_mode
-from bertcli.model.sentence import is_sentence_dir, read_sentence_dir
-
-DEFAULT_MAX_LENGTH = 512    # capped by the model's positions; a sentence-transformers directory names its own
-
-
-@dataclass
-class Source:
-    """Where an Embedder's encoder and pooling came from."""
-
-    checkpoint: Path
-    encoder_dir: Path
-    pooling: Pooling
-    max_seq_length: int
-    sentence_dir: bool
-
-
-def resolve(checkpoint: str | Path, pooling: str | None = None, normalize: bool | None = None,
-            max_seq_length: int | None = None) -> Source:
-    """The encoder directory, pooling and length of `checkpoint`: a sentence-transformers
-    directory's own unless flags say otherwise; else the flags, default mean, no normalization."""
-    from bertcli.model.hf import read_config
-
-    checkpoint = Path(checkpoint)
-    if is_sentence_dir(checkpoint):
-        st = read_sentence_dir(checkpoint)
-        enc, pool, length = st.encoder, st.pooling, st.max_seq_length
-    else:
-        enc, pool, length = checkpoint, Pooling("mean"), None
-    c = read_config(enc)
-    usable = c.max_position_embeddings - c.position_offset
-    length = max_seq_length or length or DEFAULT_MAX_LENGTH
-    if length < 2:
-        raise UserError(f"--max-seq-length {length} leaves no room for a text", fix="give 8 or more")
-    pool = Pooling(parse_mode(pooling) if pooling else pool.mode,
-                   pool.normalize if normalize is None else normalize, c.hidden_size)
-    return Source(checkpoint, enc, pool, min(length, usable), is_sentence_dir(checkpoint))
+from bertcli.model.sentence import Source, resolve
+from bertcli.tokenization.load import load_tokenizer
 
 
 class Embedder:
@@ -66,8 +36,6 @@ class Embedder:
     def __init__(self, encoder, tokenizer, pooling: Pooling, max_seq_length: int, batch_size: int = 64,
                  device=None, source: Source | None = None):
         """`encoder`: a bertcli Encoder (model.encoder); `tokenizer`: a TokenizerInfo."""
-        from bertcli.finetune.featurizer import truncating
-
         self.encoder, self.info, self.pooling = encoder, tokenizer, pooling
         self.max_seq_length, self.batch_size, self.source = max_seq_length, batch_size, source
         self.device = device if device is not None else next(encoder.parameters()).device
@@ -77,18 +45,13 @@ class Embedder:
     @classmethod
     def load(cls, checkpoint: str | Path, pooling: str | None = None, normalize: bool | None = None,
              max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> Embedder:
-        from bertcli.finetune.heads import saved_head
-        from bertcli.model.checkpoint import load_checkpoint
-        from bertcli.tokenization.load import load_tokenizer
         from bertcli.train.precision import resolve_device
 
         if batch_size < 1:
             raise UserError(f"--batch-size {batch_size} must be at least 1")
         src = resolve(checkpoint, pooling, normalize, max_seq_length)
         dev = resolve_device(device, where="--device")
-        model, _ = load_checkpoint(src.encoder_dir, head=saved_head(src.encoder_dir))
-        encoder = model.encoder.to(dev).eval()
-        encoder.config = model.config
+        encoder = load_encoder(src.encoder_dir).to(dev).eval()
         return cls(encoder, load_tokenizer(src.encoder_dir), src.pooling, src.max_seq_length, batch_size, dev, src)
 
     @classmethod
@@ -166,11 +129,10 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
                    sts_columns: tuple[str, str, str] = ("text", "text_pair", "score")) -> dict:
     """`bertcli evaluate-embed`: retrieval figures on a BEIR directory and/or STS correlations.
     The inputs are read and checked before the model is loaded."""
-    from bertcli.finetune.embed.retrieval import evaluate_retrieval, read_beir
-    from bertcli.finetune.embed.sts import evaluate_sts, read_sts
-
     if beir is None and sts is None:
         raise UserError("nothing to evaluate", fix="give --beir DIR (retrieval) and/or --sts FILE")
+    if pooling:
+        parse_mode(pooling)                                 # a bad flag before any reading
     if split not in ("dev", "test", "train"):
         raise UserError(f"--split {split!r} is not one of dev, test, train")
     beir_data = read_beir(beir, split) if beir is not None else None
@@ -178,6 +140,8 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
     e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device)
     result: dict = {"model": describe(e)}
     if beir_data is not None:
+        console.log(f"retrieval: encoding {len(beir_data.queries):,} queries and {len(beir_data.corpus):,} documents "
+                    f"({e.pooling.mode} pooling{', normalized' if e.pooling.normalize else ''})")
         result["retrieval"] = {"data": str(beir), "split": split, **evaluate_retrieval(e.encode, beir_data)}
     if sts_data is not None:
         result["sts"] = {"data": str(sts), **evaluate_sts(e.encode, sts_data)}
@@ -185,8 +149,6 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
 
 
 def render(result: dict, as_json: bool = False) -> None:
-    from bertcli.core import console
-
     if as_json:
         import json
 

@@ -13,24 +13,30 @@ from pathlib import Path
 
 from bertcli.core.errors import UserError
 from bertcli.finetune.featurizer import TextFeaturizer
+from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, resolve
+
+
+def load_encoder(directory: Path):
+    """The bare encoder of any checkpoint (eval mode, CPU, `.config` set); its heads, if any,
+    are not used (a fine-tuned classifier's or the MLM head)."""
+    from bertcli.model.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(directory, head="pretraining")
+    encoder = model.encoder
+    encoder.config = model.config
+    return encoder.eval()
 
 
 def load_embed(directory: Path):
     """The bare encoder of `directory` with its Pooling attached (`encoder.embed_pooling`)."""
-    from bertcli.finetune.embed.evaluate import resolve
-    from bertcli.finetune.heads import saved_head
-    from bertcli.model.checkpoint import load_checkpoint
-
     src = resolve(directory)
     if src.encoder_dir != Path(directory):
         raise UserError(f"the encoder of this sentence-transformers directory is in {src.encoder_dir}, not at its "
                         "root", where=str(directory),
                         fix="move the Transformer module's files (config.json, weights, tokenizer) to the root and "
                             "set its path to \"\" in modules.json, as sentence-transformers writes it today")
-    model, _ = load_checkpoint(directory, head=saved_head(directory))
-    encoder = model.encoder
-    encoder.config = model.config
-    encoder.embed_pooling = src.pooling  # type: ignore[assignment]  # a plain attribute, read by run_embed
+    encoder = load_encoder(directory)
+    encoder.embed_pooling = src.pooling  # a plain attribute, read by run_embed
     return encoder
 
 
@@ -48,6 +54,4 @@ class EmbedFeaturizer(TextFeaturizer):
 
 def sentence_max_length(directory: Path) -> int | None:
     """A sentence-transformers directory's max_seq_length (None for another checkpoint)."""
-    from bertcli.model.sentence import is_sentence_dir, read_sentence_dir
-
     return read_sentence_dir(directory).max_seq_length if is_sentence_dir(directory) else None

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from bertcli.core.errors import UserError
+from bertcli.finetune.classification.glue import get_task
+from bertcli.finetune.classification.glue_data import read_tsv_split
 from bertcli.io import records, tables
 
 
@@ -28,9 +30,6 @@ class StsData:
 
 
 def read_sts(path: str | Path, text: str = "text", text_pair: str = "text_pair", score: str = "score") -> StsData:
-    from bertcli.finetune.classification.glue import get_task
-    from bertcli.finetune.classification.glue_data import read_tsv_split
-
     path = Path(path)
     table = tables.open_table(path, split=("validation", "dev", "test", "train"))
     names = table.names()

@@ -20,6 +20,7 @@ from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.export.features import NpyWriter, batches, iter_texts, output_files
+from bertcli.finetune.embed.evaluate import Embedder, describe
 
 
 class _ParquetWriter:
@@ -73,8 +74,6 @@ def embed_file(checkpoint: Path, input: Path, out: Path, text_column: str = "tex
                pooling: str | None = None, normalize: bool | None = None, max_seq_length: int | None = None,
                batch_size: int = 64, device: str = "auto", encoding: str | None = None, force: bool = False) -> dict:
     """Write the embeddings of every text of `input` to `out`; returns a summary."""
-    from bertcli.finetune.embed.evaluate import Embedder, describe
-
     out, checkpoint = Path(out), Path(checkpoint)
     if out.suffix not in (".parquet", ".npy"):
         raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out embeddings.parquet")
