@@ -140,3 +140,26 @@ def test_unsupervised_takes_no_score_column(pretrained_tiny, tmp_path):
     r = run_cli("finetune", "embed", "-c", pretrained_tiny, "--unsupervised", "--train", tmp_path / "s.txt",
                 "--score-column", "score", "-o", tmp_path / "o", cwd=tmp_path)
     assert_user_error(r, "--unsupervised", "--score-column")
+
+
+def test_the_command_passes_its_flags_to_the_api(monkeypatch):
+    """`finetune embed` is thin: its flags arrive in api.finetune_embed as they were meant
+    (repeated and comma-listed negative columns, --dims parsed, --mini-batch-size range-checked)."""
+    from typer.testing import CliRunner
+
+    from bertcli import api
+    from bertcli.cli import app
+    from bertcli.finetune.embed.data import negative_columns
+
+    seen: dict = {}
+    monkeypatch.setattr(api, "finetune_embed", lambda *a, **kw: seen.update(args=a, kwargs=kw))
+    r = CliRunner().invoke(app, ["finetune", "embed", "-c", "ck", "--train", "t.jsonl", "--negative-column", "n1,n2",
+                                 "--negative-column", "n3", "--dims", "64,32", "--mini-batch-size", "16",
+                                 "--symmetric", "--normalize"])
+    assert r.exit_code == 0, r.output
+    kw = seen["kwargs"]
+    assert negative_columns(kw["negative_columns"]) == ["n1", "n2", "n3"]
+    assert (kw["dims"], kw["mini_batch_size"], kw["symmetric"], kw["normalize"]) == ([64, 32], 16, True, True)
+    assert kw["unsupervised"] is None and kw["pooling"] is None and kw["dev"] is None
+    r = CliRunner().invoke(app, ["finetune", "embed", "-c", "ck", "--train", "t.jsonl", "--mini-batch-size", "0"])
+    assert r.exit_code != 0 and "--mini-batch-size" in str(r.exception) + r.output
