@@ -64,3 +64,16 @@ class Concepts:
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def sts_rows(words: list[str], rng: random.Random, n: int, length: int = 8) -> list[dict]:
+    """Scored pairs: a random sentence and a copy with k of its words replaced (k uniform in
+    0..length); gold score = the share of words kept, on STS's 0-5 scale."""
+    rows = []
+    for _ in range(n):
+        a = rng.choices(words, k=length)
+        b, k = list(a), rng.randint(0, length)
+        for i in rng.sample(range(length), k):
+            b[i] = rng.choice(words)
+        rows.append({"text": " ".join(a), "text_pair": " ".join(b), "score": (length - k) / length * 5})
+    return rows

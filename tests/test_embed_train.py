@@ -230,3 +230,32 @@ def test_gradcache_equals_one_pass_over_the_whole_batch():
     assert float(cached) == pytest.approx(float(loss), rel=1e-5)
     for k, g in _grads(model).items():
         torch.testing.assert_close(g, ref[k], rtol=1e-4, atol=1e-6, msg=k)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_the_tasks_objective_with_gather_equals_without_in_one_process(symmetric):
+    """EmbedTask's loss over [anchors; positives; negatives] with finetune.embed.gather on (the
+    DDP path, here one process) equals it off, and equals ranking_loss called directly: the
+    candidates are the positives then the negatives column by column, duplicate texts masked."""
+    import dataclasses
+    from pathlib import Path
+
+    from bertcli.config.sections import FinetuneConfig
+    from bertcli.finetune.embed.task import EmbedTask
+
+    B, k = 4, 2
+    reps = torch.randn(B * (2 + k), 8)
+    batch = {"anchor": torch.tensor([0, 1, 2, 3]), "positive": torch.tensor([4, 5, 4, 6]),
+             "negatives": torch.tensor([[7, 8], [9, 5], [10, 11], [12, 13]]), "score": torch.zeros(B)}
+    losses = []
+    for gathering in (True, False):
+        cfg = FinetuneConfig()
+        cfg = dataclasses.replace(cfg, embed=dataclasses.replace(cfg.embed, gather=gathering, symmetric=symmetric))
+        losses.append(float(EmbedTask(cfg, Path("t"), None, Path("c")).objective(batch)(reps)))
+    cand_ids = torch.cat([batch["positive"], batch["negatives"].T.reshape(-1)])
+    direct = ranking_loss(reps[:B], torch.cat([reps[B:2 * B], reps[2 * B:]]), torch.arange(B), batch["anchor"],
+                          cand_ids, 20.0, symmetric, positives=reps[B:2 * B])
+    assert losses[0] == losses[1] == pytest.approx(float(direct), rel=1e-6)
+    # positive 4 is anchor 0's and anchor 2's: masked for each other, and negative 5 for anchor 1's own
+    plain = float(F.cross_entropy(20.0 * F.normalize(reps[:B]) @ F.normalize(reps[B:]).T, torch.arange(B)))
+    assert symmetric or abs(losses[0] - plain) > 1e-4
