@@ -112,6 +112,20 @@ def test_running_top_k_equals_a_full_sort_and_breaks_ties_by_corpus_order():
             assert where[300] == where[10] + 1
 
 
+def test_ties_across_the_hundredth_place_keep_the_earliest_documents():
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(3, 8)).astype(np.float32)
+    d = rng.normal(size=(400, 8)).astype(np.float32)
+    d[50:350] = d[0]                                  # 301 identical documents (0 and 50..349)
+    q[0] = d[0]                                       # query 0: all 301 tie for first place
+    for chunk in (400, 128):                          # one chunk, and ties spread over several
+        idx, _ = retrieval.search(q, (d[i:i + chunk] for i in range(0, len(d), chunk)), k=100)
+        assert list(idx[0]) == [0] + list(range(50, 149))
+        cos = retrieval.normalized(q) @ retrieval.normalized(d).T
+        for row in (1, 2):
+            assert list(idx[row]) == sorted(range(len(d)), key=lambda j: (-cos[row, j], j))[:100]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sts_equals_scipy(seed):
     rng = np.random.default_rng(seed)

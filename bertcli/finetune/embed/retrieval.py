@@ -128,13 +128,29 @@ def search(queries: np.ndarray, corpus_chunks, k: int = TOP_K) -> tuple[np.ndarr
     for block in corpus_chunks:
         d = torch.from_numpy(normalized(block.astype(np.float32)))
         s = q @ d.T                                                     # [Q, n]
-        idx = torch.arange(offset, offset + len(d)).expand(len(q), -1)  # [Q, n]
+        pos = _chunk_top(s, k)                                          # [Q, k''] ascending positions
+        s, idx = torch.cat([best_s, s.gather(1, pos)], 1), torch.cat([best_i, pos + offset], 1)
         offset += len(d)
-        # running candidates first: a stable sort then keeps the earlier document ahead on ties
-        s, idx = torch.cat([best_s, s], 1), torch.cat([best_i, idx], 1)
+        # the running candidates come first and each chunk's in corpus order, so a stable sort
+        # keeps the earlier document ahead on ties
         order = torch.sort(s, dim=1, descending=True, stable=True).indices[:, :k]
         best_s, best_i = s.gather(1, order), idx.gather(1, order)
     return best_i.numpy(), best_s.numpy()
+
+
+def _chunk_top(s, k: int):
+    """[Q, min(k, n)] positions of each row's k best scores of s [Q, n], in ascending order; where
+    scores tie across the k-th place, the earliest positions (topk alone would pick any)."""
+    import torch
+
+    kk = min(k, s.shape[1])
+    values, pos = torch.topk(s, kk, dim=1)                              # a partial sort: cheap
+    pos = pos.sort(dim=1).values
+    tied = ((s >= values[:, -1:]).sum(1) > kk).nonzero().squeeze(1)     # rows with a tie across the cut
+    if len(tied):
+        full = torch.sort(s[tied], dim=1, descending=True, stable=True).indices[:, :kk]
+        pos[tied] = full.sort(dim=1).values
+    return pos
 
 
 # ------------------------------------------------------------------------------------ metrics
