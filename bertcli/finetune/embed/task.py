@@ -33,8 +33,8 @@ from bertcli.finetune.embed.loss import cosent_loss, matryoshka, ranking_loss
 from bertcli.finetune.engine import collate
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
-from bertcli.model.pooling import Pooling, pool
 from bertcli.model.hf import read_config
+from bertcli.model.pooling import Pooling, pool
 from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sentence_dir
 from bertcli.train.precision import autocast
 
