@@ -227,7 +227,7 @@ def test_gradcache_equals_one_pass_over_the_whole_batch():
     model.zero_grad()
     cached = gradcache.cached_loss(_encode(model), chunks, _loss(B), torch.device("cpu"))
     cached.backward()
-    assert float(cached) == pytest.approx(float(loss), rel=1e-5)
+    assert float(cached.detach()) == pytest.approx(float(loss.detach()), rel=1e-5)
     for k, g in _grads(model).items():
         torch.testing.assert_close(g, ref[k], rtol=1e-4, atol=1e-6, msg=k)
 
@@ -244,9 +244,12 @@ def test_the_tasks_objective_with_gather_equals_without_in_one_process(symmetric
     from bertcli.finetune.embed.task import EmbedTask
 
     B, k = 4, 2
-    reps = torch.randn(B * (2 + k), 8)
+    reps = torch.randn(B * (2 + k), 8, generator=torch.Generator().manual_seed(3))
+    reps[B:2 * B] += reps[:B]                          # positives near their anchors
     batch = {"anchor": torch.tensor([0, 1, 2, 3]), "positive": torch.tensor([4, 5, 4, 6]),
              "negatives": torch.tensor([[7, 8], [9, 5], [10, 11], [12, 13]]), "score": torch.zeros(B)}
+    reps[B + 2] = reps[B]                              # equal texts embed alike: positive 2 is positive 0's text
+    reps[2 * B + B + 1] = reps[B + 1]                  # anchor 1's second negative is its positive's text
     losses = []
     for gathering in (True, False):
         cfg = FinetuneConfig()
@@ -258,4 +261,4 @@ def test_the_tasks_objective_with_gather_equals_without_in_one_process(symmetric
     assert losses[0] == losses[1] == pytest.approx(float(direct), rel=1e-6)
     # positive 4 is anchor 0's and anchor 2's: masked for each other, and negative 5 for anchor 1's own
     plain = float(F.cross_entropy(20.0 * F.normalize(reps[:B]) @ F.normalize(reps[B:]).T, torch.arange(B)))
-    assert symmetric or abs(losses[0] - plain) > 1e-4
+    assert symmetric or abs(losses[0] - plain) > 0.1

@@ -178,7 +178,8 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
 
     def summary_rows(self, results: dict):
         rows = super().summary_rows(results)
-        return rows or [("train loss", f"{results['history'][-1]['train_loss']:.4f}")]
+        loss = results["history"][-1]["train_loss"]
+        return rows or [("train loss", "n/a" if loss is None else f"{loss:.4f}")]
 
     def save_model(self, model, directory: Path, checkpoint: Path) -> None:
         """The encoder checkpoint, then the sentence-transformers modules around it."""
