@@ -53,7 +53,8 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
+finetune_app = typer.Typer(no_args_is_help=True,
+                           help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")

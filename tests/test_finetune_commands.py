@@ -52,6 +52,9 @@ def toy_task(tmp_path, monkeypatch):
     (root / "toy" / "__init__.py").write_text("")
     (root / "toy" / "command.py").write_text(textwrap.dedent(TOY))
     monkeypatch.setattr(bertcli.finetune, "__path__", [*bertcli.finetune.__path__, str(root)])
+    ck = tmp_path / "ck"                       # a checkpoint directory, as far as the checks before a run read it
+    ck.mkdir()
+    (ck / "config.json").write_text("{}")
     yield
     for name in [m for m in sys.modules if m.startswith("bertcli.finetune.toy")]:
         del sys.modules[name]
@@ -59,9 +62,9 @@ def toy_task(tmp_path, monkeypatch):
 
 def test_the_shipped_tasks_are_found_in_their_folders():
     found = task_commands.discover()
-    assert list(found) == ["glue", "classify", "squad", "ner"]
-    assert {c.name: c.recipe for c in found.values()} == {"glue": "glue", "classify": "classify", "squad": "squad",
-                                                           "ner": "ner"}
+    assert list(found) == ["glue", "classify", "embed", "squad", "ner"]
+    assert {c.name: c.recipe for c in found.values()} == {"glue": "glue", "classify": "classify", "embed": "embed",
+                                                           "squad": "squad", "ner": "ner"}
     assert found["squad"].default_kind({"version": 2}) == "squad_v2" and found["ner"].default_kind({}) == "ner"
 
 
