@@ -75,7 +75,7 @@ if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions 
 class Hyper:
     """The resolved fine-tuning settings of one task (finetune section + its task block)."""
 
-    learning_rate: float
+    learning_rate: float             # "auto" until the engine resolves it (finetune/auto_lr.py)
     epochs: float
     batch_size: int
     max_seq_length: int
@@ -228,6 +228,16 @@ class Task(Generic[S, P]):
 
     def results(self) -> dict:
         return {}
+
+    def has_gold(self, split: S) -> bool:
+        """Whether `split` carries gold labels, so that a test split is scored as well (as
+        run_glue / run_ner score a labelled test set)."""
+        return getattr(split, "labels", None) is not None
+
+    def baseline(self, split: S) -> P | None:
+        """The majority-class predictions for `split` (the chance level the engine compares the
+        dev metric with); None: no such baseline (regression, span extraction)."""
+        return None
 
     @property
     def model_kwargs(self) -> dict:

@@ -83,6 +83,13 @@ class SequenceTask(Task[Split, np.ndarray]):
     def score(self, dev_metrics: dict) -> float:
         return metrics.task_score(self.spec, dev_metrics)
 
+    def baseline(self, split: Split) -> np.ndarray | None:
+        """The most frequent training class for every example (None for regression)."""
+        train = self.data.train.labels
+        if self.spec.is_regression or train is None or not len(train):
+            return None
+        return np.full(len(split), np.bincount(train.astype(np.int64)).argmax(), dtype=np.int64)
+
     def format(self, dev_metrics: dict) -> str:
         return f"{metrics.metric_header(self.spec, list(dev_metrics))} {metrics.format_metrics(self.spec, dev_metrics)}"
 
