@@ -40,15 +40,16 @@ def noise(baseline: float, n: int, metric: str) -> float:
 
 
 def chance_report(history: list[dict], baselines: dict[str, tuple[str, float, int]]) -> dict | None:
-    """A finding when every epoch's main dev metric sat within noise of the majority-class
-    baseline on every dev split; None otherwise (or when no baseline is known).
+    """A finding when every epoch's main dev metric was no better than the majority-class
+    baseline (at most noise above it; below it is no better) on every dev split; None otherwise
+    (or when no baseline is known).
     `baselines`: dev split -> (main metric, baseline value, examples)."""
     if not baselines or not history:
         return None
     for h in history:
         for name, (metric, base, n) in baselines.items():
             value = h["dev"].get(name, {}).get(metric)
-            if value is None or not (abs(value - base) <= noise(base, n, metric)):
+            if value is None or not (value - base <= noise(base, n, metric)):   # below it is no better
                 return None
     losses = [h["train_loss"] for h in history if h.get("train_loss") is not None]
     name, (metric, base, n) = next(iter(baselines.items()))
@@ -68,8 +69,8 @@ def chance_message(task: str, found: dict, lr: float, lr_source: str) -> str:
         loss = "(no training loss was recorded)"
     values = ", ".join(f"{100 * v:.1f}" for v in found["values"])
     how = "chosen by finetune.learning_rate: auto" if lr_source == "auto" else "as set"
-    return (f"warning: {task} ended at chance: dev {found['metric']} {values} in every epoch is within noise "
-            f"(+-{100 * found['tolerance']:.1f}) of the majority-class baseline {100 * found['baseline']:.1f} on "
+    return (f"warning: {task} ended at chance: dev {found['metric']} {values} in every epoch is no better "
+            f"(noise +-{100 * found['tolerance']:.1f}) than the majority-class baseline {100 * found['baseline']:.1f} on "
             f"{found['dev_examples']:,} examples, {loss}. Try the learning rate first: it was {lr:g} ({how}); "
             f"e.g. --lr {lr * 10:g} (then more --epochs, or more training data)")
 
