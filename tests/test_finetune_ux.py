@@ -273,3 +273,22 @@ def test_plain_progress_line_has_loss_lr_and_eta(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1].startswith("fine-tuning ner: step 2/4  epoch 1/2  loss 0.3000  lr 2.000e-03  elapsed ")
     assert " eta " in lines[-1] and len(lines) == 2
+
+
+def test_flags_become_overrides_after_set(monkeypatch):
+    """Each flag is the `--set` item of its recipe key, placed after the user's own items (the
+    flag wins); a flag not given adds nothing."""
+    from typer.testing import CliRunner
+
+    from bertcli import api
+    from bertcli.cli import app
+
+    seen = {}
+    monkeypatch.setattr(api, "finetune_ner", lambda *a, **kw: seen.update(kw) or {})
+    result = CliRunner().invoke(app, ["finetune", "ner", "-c", "ck", "-d", "conll", "--set", "finetune.epochs=9",
+                                      "--lr", "3e-4", "--epochs", "2", "--seed", "5"])
+    assert result.exit_code == 0, result.output
+    assert seen["overrides"] == ["finetune.epochs=9", "finetune.learning_rate=0.0003", "finetune.epochs=2.0", "seed=5"]
+    seen.clear()
+    assert CliRunner().invoke(app, ["finetune", "ner", "-c", "ck", "-d", "conll"]).exit_code == 0
+    assert seen["overrides"] == []
