@@ -116,7 +116,7 @@ def finetune_flags(command):
     import inspect
 
     params = []
-    for name, flag, key, tp, field_name, help_text in FINETUNE_FLAGS:
+    for name, flag, _key, tp, field_name, help_text in FINETUNE_FLAGS:
         opt = (num_option(None, flag, of=(FinetuneConfig, field_name), help=help_text) if field_name
                else num_option(None, flag, ge=0, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
@@ -129,7 +129,7 @@ def finetune_flags(command):
         return command(*args, **kwargs)
 
     sig = inspect.signature(command)
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *params])  # type: ignore[attr-defined]
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *params])
     wrapper.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
     return wrapper
 

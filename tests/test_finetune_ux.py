@@ -10,7 +10,6 @@ import json
 import random
 import signal
 
-import numpy as np
 import pytest
 from conftest import ONE_THREAD, finish, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
@@ -292,3 +291,17 @@ def test_flags_become_overrides_after_set(monkeypatch):
     seen.clear()
     assert CliRunner().invoke(app, ["finetune", "ner", "-c", "ck", "-d", "conll"]).exit_code == 0
     assert seen["overrides"] == []
+
+
+def test_glue_test_split_is_scored_only_with_real_labels():
+    """`datasets` GLUE test splits hold -1 for every label: predicted, not scored; a test split
+    with real class ids is scored."""
+    from bertcli.finetune.classification.glue_data import _gold
+    from bertcli.io.tables import Table
+
+    def table(labels):
+        names = ["sentence", "label", "idx"] if labels is not None else ["sentence", "idx"]
+        return Table("t", lambda: names, lambda: iter(()), lambda name: list(labels))
+
+    assert not _gold(table([-1, -1, -1])) and not _gold(table(None)) and not _gold(table([0, -1]))
+    assert _gold(table([0, 1, 1])) and _gold(table([0.5, 4.2]))

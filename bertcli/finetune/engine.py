@@ -35,6 +35,7 @@ from bertcli.finetune.task import Features, Hyper, Task
 from bertcli.model import load_checkpoint, save_checkpoint
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
+from bertcli.train.loop import StopFlag
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -45,7 +46,6 @@ from bertcli.train.precision import (
     optimizer_step,
     resolve_device,
 )
-from bertcli.train.loop import StopFlag
 from bertcli.train.schedule import build_scheduler
 
 
@@ -182,7 +182,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
                 value = float(loss.detach())
                 if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
                     losses.append(value)
-                lr_now = sched.get_last_lr()[0]
+                lr_now = float(sched.get_last_lr()[0])
                 sched.step()
                 step += 1
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
@@ -331,8 +331,9 @@ def baselines(task: Task, devs: dict) -> dict[str, tuple[str, float, int]]:
         if constant is None:
             continue
         metrics = task.evaluate(split, constant)
-        metric, value = next(iter(metrics.items()))
-        out[name] = (metric, float(value), len(split))
+        metric, n = task.chance_metric(split)
+        metric = metric or next(iter(metrics))
+        out[name] = (metric, float(metrics[metric]), n)
     return out
 
 

@@ -70,8 +70,8 @@ def chance_message(task: str, found: dict, lr: float, lr_source: str) -> str:
     values = ", ".join(f"{100 * v:.1f}" for v in found["values"])
     how = "chosen by finetune.learning_rate: auto" if lr_source == "auto" else "as set"
     return (f"warning: {task} ended at chance: dev {found['metric']} {values} in every epoch is no better "
-            f"(noise +-{100 * found['tolerance']:.1f}) than the majority-class baseline {100 * found['baseline']:.1f} on "
-            f"{found['dev_examples']:,} examples, {loss}. Try the learning rate first: it was {lr:g} ({how}); "
+            f"(noise +-{100 * found['tolerance']:.1f}) than the majority-class baseline {100 * found['baseline']:.1f} (n = "
+            f"{found['dev_examples']:,}), {loss}. Try the learning rate first: it was {lr:g} ({how}); "
             f"e.g. --lr {lr * 10:g} (then more --epochs, or more training data)")
 
 

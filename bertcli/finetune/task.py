@@ -239,6 +239,11 @@ class Task(Generic[S, P]):
         dev metric with); None: no such baseline (regression, span extraction)."""
         return None
 
+    def chance_metric(self, split: S) -> tuple[str | None, int]:
+        """(metric, independent draws) the chance check compares with the baseline's: None for
+        the main metric, over the split's examples."""
+        return None, len(split)
+
     @property
     def model_kwargs(self) -> dict:
         """Extra arguments for load_checkpoint (labels for labelled heads)."""
