@@ -21,12 +21,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from bertcli.config.recipe import check_purpose, load_recipe
-from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
 from bertcli.core.paths import check_recipe_outputs, default_out
@@ -34,6 +33,7 @@ from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import run_predict
 from bertcli.export.run import run_export
+from bertcli.finetune import command as commands
 from bertcli.model.fill_mask import fill_mask as run
 from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
@@ -130,18 +130,29 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
 
 
 # ------------------------------------------------------------------------------ fine-tuning
+def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, overrides: Overrides = None,
+             out: PathLike | None = None, force: bool = False, **options: Any) -> dict:
+    """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
+    `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
+    `finetune("squad", ckpt, data_dir=..., version=2)`: the task's own options are its command's
+    flags (bertcli/finetune/*/command.py). `recipe`: default the task's shipped recipe; `out`:
+    default runs/<task>/<checkpoint name>, checked, locked and marked (bertcli.core.outputs.writing)
+    before the heavy imports, so a refusal comes at once and nothing the user has is replaced.
+    Returns results.json's content (GLUE: glue_results.json's)."""
+    cmd = commands.get(task)
+    r = load(cmd.recipe if recipe is None else recipe, overrides, "finetune")
+    dest = Path(out) if out is not None else default_out(Path(checkpoint), cmd.default_kind(options))
+    with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
+        return cmd.run(r, Path(checkpoint), dest, **options)
+
+
 def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
                   recipe: PathLike | None = "glue", overrides: Overrides = None,
                   out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "glue")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.classification.glue_run import run_glue  # torch: after the output is checked
-
-        return run_glue(r, checkpoint=Path(checkpoint), task=tasks, data_dir=_path(data_dir), hub=hub, out=dest)
+    return finetune("glue", checkpoint, recipe, overrides, out, force, tasks=tasks, data_dir=_path(data_dir), hub=hub)
 
 
 def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
@@ -152,15 +163,9 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
     """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
     parquet / save_to_disk files. The column and regression arguments override the recipe's
     finetune.classify block where given. Returns results.json's content."""
-    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
-             "regression": regression}
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "classify")
-    with writing(dest, force, [checkpoint, train, dev, test]):
-        from bertcli.finetune.classification.classify import run_classify  # torch: after the output is checked
-
-        return run_classify(r, checkpoint=Path(checkpoint), train=Path(train), dev=Path(dev), test=_path(test),
-                            out=dest, encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
+    return finetune("classify", checkpoint, recipe, overrides, out, force, train=Path(train), dev=Path(dev),
+                    test=_path(test), text_column=text_column, text_pair_column=text_pair_column,
+                    label_column=label_column, regression=regression, encoding=encoding)
 
 
 def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "ner",
@@ -168,12 +173,7 @@ def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | No
                  force: bool = False) -> dict:
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "ner")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.tagging.task import run_ner  # torch: after the output is checked
-
-        return run_ner(r, checkpoint=Path(checkpoint), data_dir=Path(data_dir), out=dest, encoding=encoding)
+    return finetune("ner", checkpoint, recipe, overrides, out, force, data_dir=Path(data_dir), encoding=encoding)
 
 
 def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
@@ -181,27 +181,8 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
                    out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "squad" if version == 1 else "squad_v2")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.qa.task import run_squad  # torch: after the output is checked
-
-        return run_squad(r, checkpoint=Path(checkpoint), data_dir=_path(data_dir), hub=hub, version=version, out=dest)
-
-
-_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner,
-                                             "squad": finetune_squad}
-
-
-def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
-    """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
-    `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
-    `finetune("squad", ckpt, data_dir=..., version=2)`. The options are those of
-    finetune_glue / finetune_classify / finetune_ner / finetune_squad. Returns results.json's
-    content (GLUE: glue_results.json's)."""
-    if task not in _FINETUNE:
-        raise UserError(f"unknown fine-tuning task {task!r}", fix=f"one of: {', '.join(_FINETUNE)}")
-    return _FINETUNE[task](checkpoint, **options)
+    return finetune("squad", checkpoint, recipe, overrides, out, force, data_dir=_path(data_dir), hub=hub,
+                    version=version)
 
 
 # ------------------------------------------------------------------------------ using a model
@@ -243,13 +224,6 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
     return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
                        encoding=encoding, force=force)
-
-
-def _out(out: PathLike | None, checkpoint: PathLike, kind: str) -> Path:
-    """A fine-tuning command's output directory: `out`, or runs/<kind>/<checkpoint name>. It is
-    checked, locked and marked (bertcli.core.outputs.writing) before the heavy imports, so a
-    refusal comes at once and nothing the user has is replaced."""
-    return Path(out) if out is not None else default_out(Path(checkpoint), kind)
 
 
 def _path(p: PathLike | None) -> Path | None:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import typer
 
+from bertcli.config.options import CHECKPOINT_HELP, NUM_FLAGS, EncodingOpt, OutForceOpt, SetOpt, num_option  # noqa: F401 (NUM_FLAGS: read by the tests)
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
     from bertcli.api import Command
@@ -52,47 +54,7 @@ finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: G
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
-SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
-EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
-                           "byte-order mark is honoured), e.g. latin1, cp1252, gb18030.")
-
-
-OutForceOpt = typer.Option(False, "--force", help="Replace an earlier bertcli result in --out: only the files its "
-                           "marker (.bertcli-output.json) lists are removed; anything else there stays.")
-
-# Every numeric flag is declared through `num_option`, with the bounds of the recipe key it sets
-# (`of=`) or its own, in `num`'s terms, and is checked by the recipe's own check (finite, within
-# the bounds: one message, exit 2). NUM_FLAGS records them, so a test can find any numeric flag
-# that escaped the check.
-NUM_FLAGS: set[str] = set()
-
-
-def num_option(default, *names: str, of: tuple | None = None, help: str = "", **bounds):
-    """A typer option for a number, range-checked like recipe keys (`recipe.check_value`). `of`:
-    (section dataclass, field name) whose declared `num(...)` bounds the flag shares; else
-    `bounds` (ge=, gt=, le=) declare them here."""
-    import dataclasses
-
-    if of is not None:
-        fld = {f.name: f for f in dataclasses.fields(of[0])}[of[1]]
-    else:
-        fld = dataclasses.field(metadata={"ge": None, "gt": None, "le": None, **bounds})
-    NUM_FLAGS.update(names)
-
-    words = {"ge": "at least", "gt": "more than", "le": "at most"}
-    shown = ", ".join(f"{words[k]} {fld.metadata[k]}" for k in words if fld.metadata.get(k) is not None)
-
-    def check(value):
-        from bertcli.config.schema import check_value
-
-        try:
-            check_value(value, fld, names[0], where=f"the command line: {names[0]} {value}")
-        except UserError as e:
-            raise UserError(e.what, where=e.where, fix=f"give {names[0]} a number ({shown or 'finite'})") from None
-        return value
-
-    return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
 # The hyperparameters every `finetune` command takes as flags (run_glue / run_ner's names), each
@@ -300,31 +262,6 @@ def evaluate_cmd(
     render(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
 
 
-@finetune_app.command("glue")
-@finetune_flags
-def finetune_glue(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    task: str = typer.Option(..., "--task", "-t",
-                             help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
-                                  "several separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
-                                              "directory."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-) -> None:
-    """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
-    from bertcli import api
-
-    api.finetune_glue(checkpoint, tasks=task, data_dir=data_dir, hub=hub, recipe=recipe, overrides=set_, out=out,
-                      force=force)
-
-
 @app.command("export")
 def export_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
@@ -379,84 +316,6 @@ def predict_cmd(
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
-@finetune_app.command("squad")
-@finetune_flags
-def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                            "a `datasets` save_to_disk directory or parquet files."),
-    version: int = num_option(1, "--version", ge=1, le=2,
-                              help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
-                                        "network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r",
-                               help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-) -> None:
-    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
-    best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli import api
-
-    api.finetune_squad(checkpoint, data_dir=data_dir, hub=hub, version=version, recipe=recipe, overrides=set_, out=out,
-                       force=force)
-
-
-@finetune_app.command("ner")
-@finetune_flags
-def finetune_ner(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path = typer.Option(..., "--data-dir", "-d",
-                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
-                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
-    recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-    encoding: str | None = EncodingOpt,
-) -> None:
-    """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
-    from bertcli import api
-
-    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out, encoding=encoding,
-                     force=force)
-
-
-@finetune_app.command("classify")
-@finetune_flags
-def finetune_classify(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
-    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
-    test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
-    text_column: str | None = typer.Option(None, "--text-column",
-                                           help="Column of the text (default: finetune.classify.text_column, `text`)."),
-    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: str | None = typer.Option(None, "--label-column",
-                                            help="Column of the label (default `label`): strings or ints."),
-    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("classify", "--recipe", "-r",
-                               help="Recipe whose `finetune` section (and its `classify` block) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-    encoding: str | None = EncodingOpt,
-) -> None:
-    """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
-    from bertcli import api
-
-    api.finetune_classify(checkpoint, train=train, dev=dev, test=test, text_column=text_column,
-                          text_pair_column=text_pair_column, label_column=label_column,
-                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding,
-                          force=force)
-
-
 @app.command()
 def features(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
@@ -482,6 +341,47 @@ def features(
     api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                  id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding,
                  force=force)
+
+
+def task_command(cmd: task_commands.TaskCommand):
+    """The typer command of a fine-tuning task: the options every task shares (checkpoint,
+    recipe, --set, --out, --force) around the task's own (`cmd.options`), with the task's
+    docstring as help; it calls `bertcli.api.finetune(cmd.name, ...)`."""
+    import inspect
+    import typing
+
+    def shared(
+        checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help=CHECKPOINT_HELP),
+        recipe: str = typer.Option(cmd.recipe, "--recipe", "-r", help="Recipe whose `finetune` section is used."),
+        set_: list[str] | None = SetOpt,
+        out: Path | None = typer.Option(None, "--out", "-o",
+                                        help=f"Output directory (default: runs/{cmd.name}/<checkpoint name>)."),
+        force: bool = OutForceOpt,
+    ) -> None: ...
+
+    own = inspect.signature(cmd.options).parameters
+    common = inspect.signature(shared).parameters
+    clash = set(own) & set(common)
+    assert not clash, f"finetune {cmd.name} redeclares the shared options {clash}"
+    hints = {**typing.get_type_hints(shared), **typing.get_type_hints(cmd.options)}
+    params = [p.replace(annotation=hints[name]) for name, p in [*common.items(), *own.items()]]
+
+    def command(**kwargs) -> None:
+        from bertcli import api
+
+        shared_args = {k: kwargs.pop(k) for k in common}
+        api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"], overrides=shared_args["set_"],
+                     out=shared_args["out"], force=shared_args["force"], **kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # what typer reads
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = f"finetune_{cmd.name}"
+    command.__doc__ = " ".join((cmd.options.__doc__ or "").split())  # one paragraph, wrapped by the terminal
+    return command
+
+
+for _cmd in task_commands.discover().values():
+    finetune_app.command(_cmd.name)(finetune_flags(task_command(_cmd)))
 
 
 def main(argv: list[str] | None = None) -> None:

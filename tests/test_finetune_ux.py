@@ -283,7 +283,7 @@ def test_flags_become_overrides_after_set(monkeypatch):
     from bertcli.cli import app
 
     seen = {}
-    monkeypatch.setattr(api, "finetune_ner", lambda *a, **kw: seen.update(kw) or {})
+    monkeypatch.setattr(api, "finetune", lambda *a, **kw: seen.update(kw) or {})
     result = CliRunner().invoke(app, ["finetune", "ner", "-c", "ck", "-d", "conll", "--set", "finetune.epochs=9",
                                       "--lr", "3e-4", "--epochs", "2", "--seed", "5"])
     assert result.exit_code == 0, result.output

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from bertcli.config import sections
+from bertcli.config.continued import resolve_init_from
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
 from bertcli.config.model import resolve_model, resolved
@@ -266,8 +267,6 @@ def general_keys_win(raw: dict, set_keys: list[str]) -> None:
 # ------------------------------------------------------------------------------ resolution
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
-    from bertcli.model.init_from import resolve_init_from
-
     resolve_init_from(r)                     # model.init_from: the checkpoint's keys first
     m = resolve_model(r.model)
     t = r.tokenizer

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
@@ -37,7 +38,6 @@ from bertcli.export.heads import check_bundle_files, detect_kind, exportable, re
 from bertcli.export.inputs import check_input, count_records, read_records
 from bertcli.finetune.featurizer import Context
 from bertcli.finetune.heads import head_kind
-from bertcli.model.hf import read_config
 from bertcli.tokenization.load import load_tokenizer
 
 # results.json `hyperparameters` that decide windows and decoding (the rest is training's own)

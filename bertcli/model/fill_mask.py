@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.config.families import FAMILIES
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
 
 # any family's spelling is accepted in the text, whatever the model's
