@@ -187,19 +187,23 @@ def test_ner_test_split_is_scored_as_seqeval(tmp_path):
 
 
 # ------------------------------------------------------------------------------ SIGTERM
-def test_sigterm_keeps_the_best_epoch_so_far(tmp_path, pretrained_tiny):
-    """SIGTERM in epoch 2 (of 3; 10 steps each): the run stops at once, writes epoch 1's model
-    and results.json (marked interrupted), says what it kept and exits 128 + 15."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_keeps_the_best_epoch_so_far(tmp_path, pretrained_tiny, signum):
+    """SIGTERM (a scheduler) or SIGINT (Ctrl-C) in epoch 2 (of 3; 10 steps each): the run stops
+    at once, writes epoch 1's model and results.json (marked interrupted), says what it kept and
+    exits 128 + the signal number."""
     files = _files(tmp_path / "data")
     out = tmp_path / "out"
     proc = popen_cli(*_classify(pretrained_tiny, files, out), cwd=tmp_path, pause="finetune-step-15", env=ONE_THREAD)
     wait_paused(proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     r = finish(proc)
-    assert r.rc == 128 + signal.SIGTERM, r.stdout + r.stderr
-    assert "stopped by SIGTERM at step 14/30: kept epoch 1" in r.stderr, r.stderr
+    name = signal.Signals(signum).name
+    assert r.rc == 128 + signum, r.stdout + r.stderr
+    assert f"stopped by {name} at step 14/30: kept epoch 1" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
     res = json.loads((out / "results.json").read_text())
-    assert res["interrupted"] == {"signal": "SIGTERM", "step": 14, "total_steps": 30}
+    assert res["interrupted"] == {"signal": name, "step": 14, "total_steps": 30}
     assert res["best_epoch"] == 1 and len(res["history"]) == 1
     assert (out / "model.safetensors").is_file() and (out / "dev_predictions" / "dev.tsv").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]    # no temporary left
