@@ -342,7 +342,9 @@ class TrainConfig:
 class TaskOverrides:
     """The training keys a task's block may set over the finetune section's (null: the section's
     value). Every task block (finetune.tasks.<glue task>, classify, ner, squad, squad_v2) has
-    them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values."""
+    them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values. A general key
+    given on the command line (`--set finetune.epochs=2`, `--epochs 2`) applies over a block
+    value of the recipe file, and the log says so."""
 
     learning_rate: float | None = num(None, gt=0.0)
     """Overrides finetune.learning_rate for this task."""
