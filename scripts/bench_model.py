@@ -84,6 +84,21 @@ def timed(step, model, batches, device, dtype) -> float:
     return time.perf_counter() - start
 
 
+def profile_ops(step, model, batches, device, dtype, top: int) -> dict:
+    """torch.profiler over one pass of forward + backward: the `top` ops by self CPU time, with
+    their share of the pass (self times add up to the whole, so the shares do too)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall = timed(step, model, batches, device, dtype)
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return {"wall_s": round(wall, 3), "self_cpu_total_s": round(total / 1e6, 3),
+            "top_ops": [{"op": e.key, "calls": e.count, "self_s": round(e.self_cpu_time_total / 1e6, 3),
+                         "share": round(e.self_cpu_time_total / total, 3)} for e in events[:top]]}
+
+
 def bench_shape(name: str, batch: int, args, device) -> dict:
     import transformers as tf
 
@@ -125,6 +140,10 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     times = {k: [] for k in contenders}
     for step, model in contenders.values():  # warm-up (and compilation)
         timed(step, model, batches[:2], device, args.dtype)
+    if args.profile:
+        return {"shape": name, "batch": batch, "seq_len": args.seq,
+                "profile": {k: profile_ops(step, model, batches, device, args.dtype, args.profile)
+                            for k, (step, model) in contenders.items()}}
     for _ in range(args.repeats):
         for k, (step, model) in contenders.items():
             times[k].append(timed(step, model, batches, device, args.dtype))
@@ -158,6 +177,8 @@ def main(argv=None) -> None:
                    help="a data directory built by `bertcli build-data`: draw row lengths from its train split")
     p.add_argument("--short-prob", type=float, default=0.1,
                    help="fraction of rows with a random shorter length (BERT data: 0.1; 1.0 = heavy padding)")
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="instead of timing: torch.profiler by op over one pass per contender, the TOP ops")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = p.parse_args(argv)
     if args.threads:
