@@ -48,6 +48,8 @@ def parse() -> argparse.Namespace:
                         "main process's anonymous RSS at the start and end, sampled every --rss-every steps, and "
                         "its slope (MB per 1,000 steps)")
     p.add_argument("--rss-every", type=int, default=100)
+    p.add_argument("--no-window-compare", action="store_true",
+                   help="local-attention models: skip the third contender, bertcli with the window as a mask")
     p.add_argument("--no-trim", action="store_true",
                    help="skip the periodic malloc_trim that Trainer.fit does (bertcli/train/heap.py)")
     p.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "bertcli-bench"),
@@ -83,22 +85,29 @@ def main() -> None:
     data = load_data(ensure_data(recipe).path)
     cfg = recipe.train
 
-    torch.manual_seed(recipe.seed)
-    ours_model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
     collate = PretrainCollator(tok, recipe.data, recipe.seed)
     train = data["train"]
-    trainer = Trainer(TrainInputs(recipe=recipe, model=ours_model, train_dataset=PretrainDataset(train),
-                                  val_dataset=None, n_train=len(train), n_val=0, collate=collate,
-                                  hf_save=lambda m, d: None, run_dir=Path(args.cache) / "unused"))
-    ours_it = iter(trainer._train_loader())
     stop = StopFlag()
 
-    def ours_step() -> int:
-        batches = [next(ours_it) for _ in range(trainer.accum)]
-        trainer._train_step(batches, stop)
-        if not args.no_trim:
-            release_free_memory(trainer.step)  # as Trainer.fit does after each step
-        return sum(int(b["attention_mask"].sum()) for b in batches)
+    def make_ours(window_blocks: bool = True):
+        """bertcli's model, Trainer and step function (the same init and data for every variant)."""
+        torch.manual_seed(recipe.seed)
+        model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
+        model.encoder.window_blocks = window_blocks
+        trainer = Trainer(TrainInputs(recipe=recipe, model=model, train_dataset=PretrainDataset(train),
+                                      val_dataset=None, n_train=len(train), n_val=0, collate=collate,
+                                      hf_save=lambda m, d: None, run_dir=Path(args.cache) / "unused"))
+        it = iter(trainer._train_loader())
+
+        def step() -> int:
+            batches = [next(it) for _ in range(trainer.accum)]
+            trainer._train_step(batches, stop)
+            if not args.no_trim:
+                release_free_memory(trainer.step)  # as Trainer.fit does after each step
+            return sum(int(b["attention_mask"].sum()) for b in batches)
+        return model, trainer, step
+
+    ours_model, trainer, ours_step = make_ours()
 
     family = recipe.model.family
     spec = family_spec(family)
@@ -135,6 +144,9 @@ def main() -> None:
         print(json.dumps(rss_run(ours_step, args, name, cfg, trainer), indent=1))
         return
     sides = {"bertcli": ours_step, "transformers": theirs_step}
+    if (recipe.model.local_attention or 0) and not args.no_window_compare:
+        # the same model with the window applied as a mask over full attention (before issue 23)
+        sides["bertcli_masked_window"] = make_ours(window_blocks=False)[2]
     for fn in sides.values():
         for _ in range(args.warmup):
             fn()
@@ -149,7 +161,13 @@ def main() -> None:
             totals[k][0] += tokens
             totals[k][1] += dt
             per_round[k].append(round(tokens / dt))
-    ours_tps, theirs_tps = (totals[k][0] / totals[k][1] for k in sides)
+    tps = {k: totals[k][0] / totals[k][1] for k in sides}
+    ours_tps, theirs_tps = tps["bertcli"], tps["transformers"]
+    extra = {}
+    if "bertcli_masked_window" in tps:
+        extra = {"bertcli_masked_window_tokens_per_s": round(tps["bertcli_masked_window"]),
+                 "bertcli_masked_window_ratio": round(tps["bertcli_masked_window"] / theirs_tps, 2),
+                 "window_blocks_speedup": round(ours_tps / tps["bertcli_masked_window"], 2)}
     print(json.dumps({
         "recipe": name, "family": family, "transformers_model": hf_class,
         "parameters": {"bertcli": sum(p.numel() for p in ours_model.parameters()),
@@ -159,7 +177,8 @@ def main() -> None:
         "threads": torch.get_num_threads(), "device": str(trainer.device),
         "rounds": args.rounds, "steps_per_round": args.steps,
         "bertcli_tokens_per_s": round(ours_tps), "transformers_tokens_per_s": round(theirs_tps),
-        "ratio": round(ours_tps / theirs_tps, 2),
+        "ratio": round(ours_tps / theirs_tps, 2), **extra,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "per_round_tokens_per_s": per_round, "torch": torch.__version__, "transformers": transformers.__version__,
     }, indent=1))
 

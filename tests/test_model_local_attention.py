@@ -19,7 +19,7 @@ from bertcli.model.positions import window_mask
 FP32 = dict(atol=2e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("T,w,lengths", [(128, 32, (128, 123, 40, 1)), (130, 32, (130, 97)), (97, 7, (97, 50, 8)),
+@pytest.mark.parametrize("T,w,lengths", [(300, 32, (300, 123, 40, 1)), (130, 16, (130, 97)), (97, 7, (97, 50, 8)),
                                          (41, 4, (41, 41)), (64, 5, None)])
 def test_chunked_window_equals_the_masked_window_forward_and_backward(T, w, lengths):
     g = torch.Generator().manual_seed(T * w)
@@ -29,7 +29,7 @@ def test_chunked_window_equals_the_masked_window_forward_and_backward(T, w, leng
         torch.arange(T)[None] < torch.tensor(lengths)[:, None]                        # [B, T]
     pad = None if lengths is None else real[:, None, None, :]
     chunks = banded(T, w, pad, q.device)
-    assert chunks is not None and chunks.chunks == -(-T // w)
+    assert chunks is not None and chunks.chunks == -(-T // (2 * w))
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=window_mask(T, w, pad, q.device))
     out = banded_attention(q, k, v, chunks)
     assert out.shape == ref.shape and torch.isfinite(out).all()   # padded rows too: never empty
@@ -41,12 +41,12 @@ def test_chunked_window_equals_the_masked_window_forward_and_backward(T, w, leng
 
 
 def test_no_chunking_where_it_would_not_skip_anything():
-    assert banded(12, 4, None, torch.device("cpu")) is None       # T <= 3w: the mask is as cheap
-    assert banded(13, 4, None, torch.device("cpu")) is not None
+    assert banded(32, 4, None, torch.device("cpu")) is None       # T <= 8w: the mask is as cheap
+    assert banded(33, 4, None, torch.device("cpu")) is not None
 
 
 def _long_batch():
-    # rows longer than 3 x the window (+-4), odd lengths, padding
+    # rows longer than 8 x the window (+-4), odd lengths, padding
     return batch("modernbert", lengths=(37, 29, 14), seed=3, n_masked=12)
 
 
