@@ -20,11 +20,13 @@ FP32 = dict(atol=2e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("T,w,lengths", [(300, 32, (300, 123, 40, 1)), (130, 16, (130, 97)), (97, 7, (97, 50, 8)),
-                                         (41, 4, (41, 41)), (64, 5, None)])
+                                         (41, 4, (41, 41)), (64, 5, None),
+                                         (128, 8, (128, 100))])  # T a multiple of the chunk: no fill
 def test_chunked_window_equals_the_masked_window_forward_and_backward(T, w, lengths):
     g = torch.Generator().manual_seed(T * w)
     B = 2 if lengths is None else len(lengths)
-    q, k, v = (torch.randn(B, 3, T, 8, generator=g).requires_grad_() for _ in range(3))
+    # [B, A, T, D] views of [B, T, A, D], as the model's are (non-contiguous)
+    q, k, v = (torch.randn(B, T, 3, 8, generator=g).requires_grad_().transpose(1, 2) for _ in range(3))
     real = torch.ones(B, T, dtype=torch.bool) if lengths is None else \
         torch.arange(T)[None] < torch.tensor(lengths)[:, None]                        # [B, T]
     pad = None if lengths is None else real[:, None, None, :]
@@ -45,9 +47,9 @@ def test_no_chunking_where_it_would_not_skip_anything():
     assert banded(33, 4, None, torch.device("cpu")) is not None
 
 
-def _long_batch():
+def _long_batch(longest: int = 37):
     # rows longer than 8 x the window (+-4), odd lengths, padding
-    return batch("modernbert", lengths=(37, 29, 14), seed=3, n_masked=12)
+    return batch("modernbert", lengths=(longest, 29, 13), seed=3, n_masked=12)
 
 
 def test_the_model_gives_the_masked_windows_outputs_and_gradients(tmp_path):
@@ -57,7 +59,7 @@ def test_the_model_gives_the_masked_windows_outputs_and_gradients(tmp_path):
     hf = tf.ModernBertForMaskedLM(hf_config("modernbert")).eval()
     randomize(hf, 1)
     hf.save_pretrained(tmp_path)
-    b = _long_batch()
+    b = _long_batch(40)   # a multiple of the chunk (8): the path with no fill (the unit test has both)
     results = []
     for skip in (True, False):
         ours, _ = load_checkpoint(tmp_path)

@@ -68,7 +68,7 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, b: Banded, dropout_p: floa
     def blocks(x: Tensor) -> Tensor:      # [B, A, T, D] -> [B, A * n, K, D], zero keys at the edges
         return F.pad(x, (0, 0, w, fill + w)).unfold(2, K, C).transpose(-1, -2).reshape(B, A * n, K, D)
 
-    qc = F.pad(q, (0, 0, 0, fill)).view(B, A * n, C, D)                               # a view after the pad
+    qc = F.pad(q, (0, 0, 0, fill)).reshape(B, A * n, C, D)                            # a view when contiguous
     mask = b.mask.expand(B, A, n, C, K).reshape(B, A * n, C, K)
     out = F.scaled_dot_product_attention(qc, blocks(k), blocks(v), attn_mask=mask, dropout_p=dropout_p)
     return out.view(B, A, n * C, D)[:, :, :T]
