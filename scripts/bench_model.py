@@ -9,7 +9,8 @@ in [2, 125]). Rows are padded to 128; 15% of the real tokens are predicted (at m
 Google's rule). Both models compute the MLM + NSP loss the way each is used: bertcli
 at the masked positions only, transformers from its full [B, T, V] logits with -100 labels.
 Speed is real (non-padding) tokens per second; repeats are interleaved (ours, theirs, ours, ...)
-and the median is reported. `--compile` also times bertcli with train.compile's compiled blocks (the warm-up holds the compilation), `--ablations`
+and the median is reported. `--compile` also times bertcli with train.compile's compiled blocks
+(the warm-up holds the compilation), `--ablations`
 bertcli with unpadding or the sparse last layer turned off.
 
     python scripts/bench_model.py                       # bert-tiny and bert-base, CPU, fp32
@@ -156,7 +157,8 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
     result = {"shape": name, "batch": batch, "seq_len": args.seq,
               "lengths": f"rows of {args.lengths}" if pool else f"Google's rule, short_seq_prob {args.short_prob}",
               "steps_per_repeat": args.steps,
-              "repeats": args.repeats, "warmup_2_batches_s": warmup_s, "real_token_fraction": round(tokens / (batch * args.seq * args.steps), 3)}
+              "repeats": args.repeats, "warmup_2_batches_s": warmup_s,
+              "real_token_fraction": round(tokens / (batch * args.seq * args.steps), 3)}
     for k, t in times.items():
         result[f"{k}_tokens_per_s"] = round(tokens / statistics.median(t), 1)
     base = result["transformers_tokens_per_s"]

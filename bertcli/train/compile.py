@@ -15,6 +15,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from bertcli.model.encoder import Encoder
+
 
 def compile_layers(setting: bool | Literal["auto"], device: torch.device) -> bool:
     """Whether train.compile = `setting` compiles on `device`: `auto` on CUDA only (on a CPU a
@@ -26,6 +28,7 @@ def compile_layers(setting: bool | Literal["auto"], device: torch.device) -> boo
 def compile_blocks(model: nn.Module) -> int:
     """Compile every attention and feed-forward block of `model.encoder` in place; the count."""
     encoder = model.encoder
+    assert isinstance(encoder, Encoder), "compile_blocks takes a bertcli model (its .encoder)"
     blocks = [*encoder.attention, *encoder.ffn]
     for block in blocks:
         block.compile(dynamic=True)

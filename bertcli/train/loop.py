@@ -29,8 +29,8 @@ from bertcli.core.errors import UserError
 from bertcli.core.testhooks import pause_point
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import memory
-from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.compile import compile_blocks, compile_layers
+from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.heap import release_free_memory
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
 from bertcli.train.optim import build_optimizer
