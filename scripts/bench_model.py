@@ -9,7 +9,8 @@ in [2, 125]). Rows are padded to 128; 15% of the real tokens are predicted (at m
 Google's rule). Both models compute the MLM + NSP loss the way each is used: bertcli
 at the masked positions only, transformers from its full [B, T, V] logits with -100 labels.
 Speed is real (non-padding) tokens per second; repeats are interleaved (ours, theirs, ours, ...)
-and the median is reported. `--compile` also times torch.compile(bertcli model), `--ablations`
+and the median is reported. `--compile` also times bertcli with train.compile's compiled blocks
+(the warm-up holds the compilation), `--ablations`
 bertcli with unpadding or the sparse last layer turned off.
 
     python scripts/bench_model.py                       # bert-tiny and bert-base, CPU, fp32
@@ -84,6 +85,21 @@ def timed(step, model, batches, device, dtype) -> float:
     return time.perf_counter() - start
 
 
+def profile_ops(step, model, batches, device, dtype, top: int) -> dict:
+    """torch.profiler over one pass of forward + backward: the `top` ops by self CPU time, with
+    their share of the pass (self times add up to the whole, so the shares do too)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall = timed(step, model, batches, device, dtype)
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return {"wall_s": round(wall, 3), "self_cpu_total_s": round(total / 1e6, 3),
+            "top_ops": [{"op": e.key, "calls": e.count, "self_s": round(e.self_cpu_time_total / 1e6, 3),
+                         "share": round(e.self_cpu_time_total / total, 3)} for e in events[:top]]}
+
+
 def bench_shape(name: str, batch: int, args, device) -> dict:
     import transformers as tf
 
@@ -120,18 +136,29 @@ def bench_shape(name: str, batch: int, args, device) -> dict:
             variant = build_model(recipe.model, vocab, 0).to(device).train()
             setattr(variant.encoder if attr == "unpad" else variant, attr, False)
             contenders[f"bertcli_{label}"] = (ours_step, variant)
-    if args.compile:
-        contenders["bertcli_compiled"] = (ours_step, torch.compile(ours, dynamic=True))
+    if args.compile:   # as train.compile does it: each attention / feed-forward block, unpadding kept
+        from bertcli.train.compile import compile_blocks
+
+        compiled = build_model(recipe.model, vocab, 0).to(device).train()
+        compiled.load_state_dict(ours.state_dict())
+        compile_blocks(compiled)
+        contenders["bertcli_compiled"] = (ours_step, compiled)
     times = {k: [] for k in contenders}
-    for step, model in contenders.values():  # warm-up (and compilation)
-        timed(step, model, batches[:2], device, args.dtype)
+    warmup_s = {}
+    for k, (step, model) in contenders.items():  # warm-up (and compilation)
+        warmup_s[k] = round(timed(step, model, batches[:2], device, args.dtype), 2)
+    if args.profile:
+        return {"shape": name, "batch": batch, "seq_len": args.seq,
+                "profile": {k: profile_ops(step, model, batches, device, args.dtype, args.profile)
+                            for k, (step, model) in contenders.items()}}
     for _ in range(args.repeats):
         for k, (step, model) in contenders.items():
             times[k].append(timed(step, model, batches, device, args.dtype))
     result = {"shape": name, "batch": batch, "seq_len": args.seq,
               "lengths": f"rows of {args.lengths}" if pool else f"Google's rule, short_seq_prob {args.short_prob}",
               "steps_per_repeat": args.steps,
-              "repeats": args.repeats, "real_token_fraction": round(tokens / (batch * args.seq * args.steps), 3)}
+              "repeats": args.repeats, "warmup_2_batches_s": warmup_s,
+              "real_token_fraction": round(tokens / (batch * args.seq * args.steps), 3)}
     for k, t in times.items():
         result[f"{k}_tokens_per_s"] = round(tokens / statistics.median(t), 1)
     base = result["transformers_tokens_per_s"]
@@ -151,13 +178,15 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--compile", action="store_true", help="also time torch.compile(bertcli model)")
+    p.add_argument("--compile", action="store_true", help="also time bertcli with its encoder blocks compiled (train.compile)")
     p.add_argument("--ablations", action="store_true",
                    help="also time bertcli without unpadding, and without the sparse last layer")
     p.add_argument("--lengths", default=None,
                    help="a data directory built by `bertcli build-data`: draw row lengths from its train split")
     p.add_argument("--short-prob", type=float, default=0.1,
                    help="fraction of rows with a random shorter length (BERT data: 0.1; 1.0 = heavy padding)")
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="instead of timing: torch.profiler by op over one pass per contender, the TOP ops")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = p.parse_args(argv)
     if args.threads:

@@ -81,9 +81,18 @@ def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> d
     t0 = time.perf_counter()
     corpus_result = build_corpus(r)
     ingest = time.perf_counter() - t0
+    prof = None
+    if os.environ.get("BENCH_TOKENIZE_PROFILE"):   # --profile: where the stage's Python time goes
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
     t0 = time.perf_counter()
     result = run_tokenize(r)
     stage = time.perf_counter() - t0
+    if prof is not None:
+        prof.disable()
+    profile = top_functions(prof) if prof is not None else None
     info = json.loads((result.path / "tokenizer_info.json").read_text())
     import datasets
 
@@ -99,7 +108,19 @@ def side_bertcli(corpus: Path, work: Path, kind: str, vocab: int, run: int) -> d
     return {"tokenizer_sha256": sha, "ingest_s": ingest, "train_s": info["train_seconds"],
             "train_cpu_s": info["train_cpu_seconds"],
             "stage_s": stage, "encode_s": encode, "encode_cpu_s": encode_cpu, "sentences": sentences,
-            "tokens": tokens, "vocab_size": info["vocab_size"], "peak_rss_mb": peak_rss_mb()}
+            "tokens": tokens, "vocab_size": info["vocab_size"], "peak_rss_mb": peak_rss_mb(),
+            **({"profile": profile} if profile else {})}
+
+
+def top_functions(prof, n: int = 15) -> list[dict]:
+    """The `n` functions of a cProfile run with the most time of their own (Rust calls count as
+    their Python entry point, e.g. Tokenizer.train_from_iterator)."""
+    import pstats
+
+    st = pstats.Stats(prof)
+    rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:n]   # kv[1] = (cc, nc, tt, ct, callers)
+    return [{"function": f"{Path(f).name}:{line}:{name}", "calls": nc, "self_s": round(tt, 3), "cum_s": round(ct, 3)}
+            for (f, line, name), (cc, nc, tt, ct, _) in rows]
 
 
 def side_raw(corpus: Path, kind: str, vocab: int) -> dict:
@@ -170,9 +191,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs of each side (fresh processes), alternated; best "
                     "time kept; with 2 or more, whether each side trained byte-identical tokenizers")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the corpus and outputs here")
+    ap.add_argument("--profile", action="store_true", help="cProfile bertcli's tokenizer stage (top functions)")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.profile:
+        os.environ["BENCH_TOKENIZE_PROFILE"] = "1"   # read by the bertcli child
     if a.side == "bertcli":
         print(json.dumps(side_bertcli(Path(a.args[0]), Path(a.args[1]), a.args[2], int(a.args[3]), int(a.args[4]))))
         return
@@ -201,7 +225,7 @@ def main() -> None:
         "vocab_size": a.vocab, "cpus": os.cpu_count(), "repeat": a.repeat, "generate_s": round(gen_s, 1),
         "same_sentences": same_text, "distinct_tokenizer_json_over_runs": distinct,
         "same_token_count": ours["tokens"] == raw["tokens"],
-        "bertcli": {k: round(v, 2) if isinstance(v, float) else v for k, v in ours.items()},
+        "bertcli": {k: round(v, 2) if isinstance(v, float) else v for k, v in ours.items() if k != "profile"},
         "tokenizers": {k: round(v, 2) if isinstance(v, float) else v for k, v in raw.items()},
         "train_ratio": round(ours["train_s"] / raw["train_s"], 3),
         "encode_ratio": round(ours["encode_s"] / raw["encode_s"], 3),
@@ -210,6 +234,7 @@ def main() -> None:
         "encode_cpu_ratio": round(ours["encode_cpu_s"] / raw["encode_cpu_s"], 3),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "goal": "ratios <= 1.15; ingest_s (corpus to Arrow) is reported apart",
+        **({"bertcli_stage_profile": runs[0][0]["profile"]} if "profile" in runs[0][0] else {}),
     }, indent=2))
 
 

@@ -308,8 +308,12 @@ class TrainConfig:
     """fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only)."""
     device: str = nohash("auto")
     """`auto` (cuda when available, else cpu), `cpu`, `cuda`, `cuda:1`, ..."""
-    compile: bool = nohash(False)
-    """Wrap the model in torch.compile."""
+    compile: bool | Literal["auto"] = nohash(False)
+    """torch.compile each encoder layer's attention and feed-forward blocks (inductor fuses the
+    pointwise ops around the matrix products; unpadding and the sparse last layer stay, the
+    checkpoint's keys do not change). `auto`: on CUDA only; on a CPU compiling takes minutes for
+    a modest gain (bert-tiny: ~3 min for +15%; a bert-base step is ~85% matrix products, which
+    compiling leaves as they are), so set true only for long CPU runs (docs/benchmarks.md)."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
     log_every: int = nohash(10, ge=1)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.config.model import EncoderConfig
+from bertcli.model.local_attention import banded, banded_attention
 from bertcli.model.positions import AttentionInputs, rotary, window_mask
 
 
@@ -251,8 +252,11 @@ class Attention(nn.Module):
                 assert inputs is not None and inputs.query_rope is not None, "rotary queries come with their rows' rotation"
                 q = inputs.query_rope.apply(q, A)
             q = queries.padded(q, B).view(B, queries.per_seq, A, -1).transpose(1, 2)  # [B, A, Q, D]
-        a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
+        dropout_p = self.attn_dropout if self.training else 0.0
+        if queries is None and inputs is not None and inputs.banded is not None:
+            a = banded_attention(q, k, v, inputs.banded, dropout_p)  # local layer: window blocks only
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         a = a.transpose(1, 2)                                         # [B, T|Q, A, D]
         a = layout.flat(a) if queries is None else queries.flat(a)    # [N|n, A, D]
         a = self.dropout(self.out(a.flatten(1)))                      # [N|n, H]
@@ -319,6 +323,7 @@ class Encoder(nn.Module):
         self.pooler = nn.Linear(c.hidden_size, c.hidden_size) if c.has_pooler else None
         self.layer_plan = c.layer_plan
         self.unpad = True  # run dense layers on real tokens only (turned off by benchmarks to compare)
+        self.window_blocks = True  # local layers skip the blocks outside the window (off: masked, to compare)
         # Padded [B, T] layout always, the mask only in attention: no data-dependent shapes or host
         # syncs, so a graph traced once serves every batch (ONNX export). Overrides unpad and `keep`.
         self.static = False
@@ -383,12 +388,17 @@ class Encoder(nn.Module):
             query_pos = slot_pos.index_copy(0, queries.slots, queries.positions % T).view(B, -1)  # [B, Q]
         out: dict[bool, AttentionInputs | None] = {}
         D = c.hidden_size // c.num_attention_heads
+        # local layers of every row skip the blocks outside the window where that saves work;
+        # the exported graph (static) and the sparse last layer's few queries keep the mask
+        chunked = None if self.static or not self.window_blocks or queries is not None or not c.local_attention \
+            else banded(T, c.window, layout.mask, device)
         for is_global in (True, False):
             theta = c.global_rope_theta if is_global else c.local_rope_theta
-            mask = layout.mask if is_global else window_mask(T, c.window, layout.mask, device, query_pos)
+            mask = layout.mask if is_global else None if chunked is not None \
+                else window_mask(T, c.window, layout.mask, device, query_pos)
             rope = rotary(theta, D, rows) if rotary_kind else None
             query_rope = rotary(theta, D, queries.positions % T) if rotary_kind and queries is not None else None
-            out[is_global] = AttentionInputs(mask, rope, query_rope)
+            out[is_global] = AttentionInputs(mask, rope, query_rope, None if is_global else chunked)
         return out
 
     def pool(self, out: EncoderOutput) -> Tensor:

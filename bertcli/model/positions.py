@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bertcli.model.local_attention import Banded
+
 
 @dataclass
 class Rotary:
@@ -66,3 +68,4 @@ class AttentionInputs:
     mask: Tensor | None                 # SDPA mask over the key rows
     rope: Rotary | None = None          # rotation of the N token rows (queries and keys)
     query_rope: Rotary | None = None    # sparse last layer: rotation of its query rows
+    banded: Banded | None = None        # local layers over T > 3w: chunked attention (mask unused)

@@ -29,6 +29,7 @@ from bertcli.core.errors import UserError
 from bertcli.core.testhooks import pause_point
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import memory
+from bertcli.train.compile import compile_blocks, compile_layers
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.heap import release_free_memory
 from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
@@ -191,8 +192,8 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             self.wrapped = DDP(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
-        if cfg.compile:
-            self.wrapped = torch.compile(self.wrapped)
+        if compile_layers(cfg.compile, self.device):
+            compile_blocks(self.model)
 
     # ------------------------------------------------------------------- micro-batch
     def _micro_batch(self, ph: Phase) -> tuple[int, int, int]:
