@@ -428,6 +428,36 @@ class NerConfig(TaskOverrides):
 
 
 @dataclass
+class DistillConfig:
+    """`bertcli distill`: a smaller student taught by a fine-tuned teacher. The loss is
+    soft_weight * KL(teacher || student at `temperature`) * T^2 + hard_weight * the task's loss
+    + hidden_weight * hidden-state MSE + attention_weight * attention KL. Defaults follow
+    DistilBERT (Sanh et al. 2019: T = 2, soft and hard losses together) with Hinton et al.
+    2015's T^2 scaling; TinyBERT (Jiao et al. 2020) adds the intermediate-layer losses with
+    weight 1 each (set hidden_weight and attention_weight to 1.0 for it)."""
+
+    temperature: float = num(2.0, gt=0.0)
+    """Softmax temperature of both models' logits in the soft loss (DistilBERT: 2; TinyBERT's
+    prediction layer: 1). The loss is scaled by T^2 so its gradients keep their size."""
+    soft_weight: float = num(0.5, ge=0.0)
+    """Weight of the soft-target loss (QA: start and end distributions; NER: the labels of
+    each word's first sub-token; regression: MSE to the teacher's score)."""
+    hard_weight: float = num(0.5, ge=0.0)
+    """Weight of the task's own loss on the gold labels (unlabelled examples have none)."""
+    hidden_weight: float = num(0.0, ge=0.0)
+    """Weight of the MSE between mapped hidden states (embeddings and layers; TinyBERT: 1.0). A
+    student of another hidden size learns a projection to the teacher's."""
+    attention_weight: float = num(0.0, ge=0.0)
+    """Weight of the KL between the mapped layers' attention distributions, averaged over heads
+    and real tokens (TinyBERT, MiniLM: 1.0). Needs as many heads as the teacher, and absolute
+    positions (not ModernBERT)."""
+    cache_logits: bool = nohash(True)
+    """Compute the teacher's logits once per training example and keep them on disk
+    (safetensors, beside --out) for a rerun on the same data; off: the teacher runs every step.
+    The teacher runs every step anyway when hidden_weight or attention_weight is set."""
+
+
+@dataclass
 class FinetuneConfig:
     learning_rate: float = num(2e-5, gt=0.0)
     """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
@@ -479,3 +509,5 @@ class FinetuneConfig:
     """`bertcli finetune squad` (v1.1) settings: `bertcli explain finetune.squad`."""
     squad_v2: SquadConfig = field(default_factory=SquadConfig)
     """`bertcli finetune squad --version 2` settings: `bertcli explain finetune.squad_v2`."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """`bertcli distill` (a smaller student from a fine-tuned teacher): temperature, loss weights."""
