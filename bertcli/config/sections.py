@@ -455,6 +455,10 @@ class DistillConfig:
     """Compute the teacher's logits once per training example and keep them on disk
     (safetensors, beside --out) for a rerun on the same data; off: the teacher runs every step.
     The teacher runs every step anyway when hidden_weight or attention_weight is set."""
+    measure_speed: bool = nohash(False)
+    """Also export teacher and student to ONNX (fp32 and dynamic int8) and time them with ONNX
+    Runtime in this process: latency at batch 1, throughput at batch 32 (128 tokens), in
+    results.json's `distill.speed` and the summary. Needs the `export` extra; adds minutes."""
 
 
 @dataclass

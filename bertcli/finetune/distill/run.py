@@ -92,7 +92,23 @@ def summary_rows(results: dict) -> list[tuple[str, str]]:
             ("layers x hidden", f"{t['layers']} x {t['hidden_size']} / {s['layers']} x {s['hidden_size']}"),
             ("parameters", f"{t['parameters']:,} / {s['parameters']:,} ({d['parameters_ratio']:.2f}x fewer)"),
             ("file size", f"{mb(t['file_bytes'])} / {mb(s['file_bytes'])}"),
-            ("teacher logits", d["teacher_logits"])]
+            ("teacher logits", d["teacher_logits"])] + speed_rows(d.get("speed"))
+
+
+def speed_rows(speed: dict | None) -> list[tuple[str, str]]:
+    """ONNX Runtime rows (teacher / student), when finetune.distill.measure_speed timed them."""
+    if not speed:
+        return []
+    t, s = speed["teacher"], speed["student"]
+    rows = []
+    for kind in ("fp32", "int8"):
+        rows.append((f"ORT {kind} batch-1 latency", f"{t[kind]['latency_ms_batch1_p50']:.1f} / "
+                                                   f"{s[kind]['latency_ms_batch1_p50']:.1f} ms"))
+        rows.append((f"ORT {kind} batch-32 throughput", f"{t[kind]['throughput_seq_per_s_batch32']:.0f} / "
+                                                       f"{s[kind]['throughput_seq_per_s_batch32']:.0f} seq/s "
+                                                       f"({speed['vs_teacher_fp32']['student'][kind]['throughput_x']:.1f}x "
+                                                       "the teacher's fp32)"))
+    return rows
 
 
 def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,

@@ -19,7 +19,6 @@ window over its real tokens.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -272,10 +271,26 @@ class Teacher:
         for c in (self.capture_s, self.capture_t):
             if c is not None:
                 c.close()
+        speed = None
+        if self.settings.measure_speed and s_file.is_file():
+            speed = self._speed(Path(directory))
         return {"distill": {"teacher": teacher, "student": student,
                             "score_kept_percent": None if kept is None else round(kept, 2),
                             "parameters_ratio": round(teacher["parameters"] / student["parameters"], 3),
-                            "teacher_logits": self.cache_state, "settings": settings}}
+                            "teacher_logits": self.cache_state, "settings": settings,
+                            **({} if speed is None else {"speed": speed})}}
+
+    def _speed(self, student_dir: Path) -> dict:
+        """ONNX Runtime fp32 / int8 latency and throughput of teacher and student (speed.py)."""
+        import tempfile
+
+        from bertcli.finetune.distill.speed import onnx_speed, relative
+
+        console.log("distill: timing teacher and student with ONNX Runtime (fp32, int8)")
+        with tempfile.TemporaryDirectory() as work:
+            speeds = onnx_speed({"teacher": self.directory, "student": student_dir}, Path(work),
+                                length=min(128, self.model.config.max_position_embeddings - 2))
+        return {**speeds, "vs_teacher_fp32": relative(speeds, "teacher")}
 
 
 def task_positions(batch) -> Tensor:
@@ -283,4 +298,4 @@ def task_positions(batch) -> Tensor:
     return batch["labels"].reshape(-1).ne(-100).nonzero().squeeze(1)
 
 
-__all__ = ["Teacher", "check_teacher_head", "parameter_count", "json"]
+__all__ = ["Teacher", "check_teacher_head", "parameter_count"]
