@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_user_error, run_cli, shared_once
 from distill_fixtures import keyword_task, texts, write_csv
 

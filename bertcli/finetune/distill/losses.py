@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -94,7 +95,7 @@ class Capture:
     module trains (the student: the engine's training forwards, not its evaluations). `take()`
     returns and clears them."""
 
-    def __init__(self, model: nn.Module, attention: bool, training: bool = False):
+    def __init__(self, model: Any, attention: bool, training: bool = False):
         enc = model.encoder
         self.on, self.training = False, training
         self.states: list[Tensor] = []

@@ -12,9 +12,9 @@ and attention losses); index 0 of the hidden states is the embeddings' output on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch import nn
 
 from bertcli.core.errors import UserError
 from bertcli.model.checkpoint import load_checkpoint
@@ -37,7 +37,7 @@ def _dropout(c, dropout: float | None):
     return c.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, classifier_dropout=dropout)
 
 
-def from_teacher(teacher: nn.Module, k: int, dropout: float | None, where: str) -> tuple[nn.Module, list[int]]:
+def from_teacher(teacher: Any, k: int, dropout: float | None, where: str) -> tuple[Any, list[int]]:
     """A K-layer copy of `teacher` (same class, hidden size, embeddings and head); (student,
     the teacher layer of each student layer). Shared layers (ALBERT) keep their blocks: the
     student runs them K times instead of L."""
@@ -96,8 +96,8 @@ def _same_tokenizer(student_dir: Path, teacher_dir: Path) -> None:
                         fix="pretrain the student with the teacher's tokenizer, or use --layers K")
 
 
-def from_spec(spec: str, teacher: nn.Module, teacher_dir: Path, task, dropout: float | None, seed: int
-              ) -> tuple[nn.Module, list[int]]:
+def from_spec(spec: str, teacher: Any, teacher_dir: Path, task, dropout: float | None, seed: int
+              ) -> tuple[Any, list[int]]:
     """A student from a checkpoint directory or a recipe of the teacher's family and
     vocabulary; its task head starts fresh. (student, teacher layer of each student layer:
     the uniform mapping of `pick_layers`)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,7 +40,7 @@ HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_
 HEAD_COMMANDS = {"classification": "finetune classify", "token": "finetune ner", "qa": "finetune squad"}
 
 
-def parameter_count(model: nn.Module) -> int:
+def parameter_count(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
@@ -63,7 +64,7 @@ class Teacher:
         self.directory, self.settings = Path(directory), settings
         self.student_spec, self.layers = student_spec, layers
         self.cache_dir = cache_dir
-        self.model: nn.Module | None = None
+        self.model: Any = None
         self.cache: Tensor | None = None      # [features, C] | [tokens, C] | [tokens, 2]
         self.cache_state = "live"
         self.project: nn.Module | None = None
@@ -71,14 +72,14 @@ class Teacher:
         self.intermediate = s.hidden_weight > 0 or s.attention_weight > 0
 
     # ------------------------------------------------------------------ models
-    def student(self, task, cfg, seed: int) -> tuple[nn.Module, LoadReport]:
+    def student(self, task, cfg, seed: int) -> tuple[Any, LoadReport]:
         d = self.directory
         own = read_config(d, task.head).labels
         if task.labels is not None and own is not None and tuple(own) != tuple(task.labels):
             raise UserError(f"the teacher's labels ({', '.join(own)}) are not the training data's "
                             f"({', '.join(task.labels)})", where=str(d / "config.json"),
                             fix="distill on the data the teacher was fine-tuned on (the same label set)")
-        teacher, report = load_checkpoint(d, head=task.head, **({} if own is None else {"labels": own}))
+        teacher, report = load_checkpoint(d, head=task.head, labels=own)
         param = HEAD_PARAMS[task.head]
         if any(n.startswith(param) or f".{param}" in n for n in report.fresh):
             raise UserError(f"the teacher {d} has no trained {task.head} head ({param} is missing)", where=str(d),
@@ -253,7 +254,7 @@ class Teacher:
         return task.loss(outputs, batch)
 
     # ------------------------------------------------------------------ the record
-    def results(self, model: nn.Module, directory: Path, fit) -> dict:
+    def results(self, model: Any, directory: Path, fit) -> dict:
         assert self.model is not None
         t_file = self.directory / "model.safetensors"
         s_file = Path(directory) / "model.safetensors"
