@@ -159,3 +159,23 @@ def test_shared_layers_keep_their_block_and_k_beyond_the_depth_is_refused():
     assert torch.equal(student.encoder.attention[0].qkv.weight, teacher.encoder.attention[0].qkv.weight)
     with pytest.raises(UserError, match="more than the teacher's 4 layers"):
         from_teacher(teacher, 5, None, "test")
+
+
+def test_a_narrower_student_learns_through_a_projection_of_its_hidden_states():
+    torch.manual_seed(0)
+    teacher = SequenceClassifier(tiny_config(layers=4, hidden=32)).eval()
+    student = SequenceClassifier(tiny_config(layers=2, hidden=16)).train()
+    ids, mask, types = batch()
+    cap_t, cap_s = losses.Capture(teacher, attention=False), losses.Capture(student, attention=False, training=True)
+    cap_t.on = True
+    with torch.no_grad():
+        teacher(ids, mask, types)
+    student(ids, mask, types)
+    project = torch.nn.Linear(16, 32)
+    loss = losses.hidden_loss(cap_s.take()[0], cap_t.take()[0], pick_layers(4, 2), project)
+    loss.backward()
+    assert float(loss.detach()) > 0
+    assert project.weight.grad.abs().max() > 0 and student.encoder.embeddings.word.weight.grad.abs().max() > 0
+    with pytest.raises(RuntimeError):           # without the projection the widths cannot meet
+        student(ids, mask, types)
+        losses.hidden_loss(cap_s.take()[0], [torch.zeros(1, 32)] * 5, pick_layers(4, 2))
