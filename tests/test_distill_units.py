@@ -176,6 +176,6 @@ def test_a_narrower_student_learns_through_a_projection_of_its_hidden_states():
     loss.backward()
     assert float(loss.detach()) > 0
     assert project.weight.grad.abs().max() > 0 and student.encoder.embeddings.word.weight.grad.abs().max() > 0
-    with pytest.raises(RuntimeError):           # without the projection the widths cannot meet
+    with pytest.raises(ValueError, match="student state"):   # without the projection the widths cannot meet
         student(ids, mask, types)
         losses.hidden_loss(cap_s.take()[0], [torch.zeros(1, 32)] * 5, pick_layers(4, 2))

@@ -52,6 +52,8 @@ def hidden_loss(student: list[Tensor], teacher: list[Tensor], layer_map: list[in
         s = student[m].float()
         if project is not None:
             s = project(s)
+        if s.shape != teacher[t].shape:     # never broadcast: the layouts must be the same rows
+            raise ValueError(f"student state {tuple(s.shape)} vs teacher state {tuple(teacher[t].shape)}")
         total = total + F.mse_loss(s, teacher[t].float())
     return total / len(pairs)
 
