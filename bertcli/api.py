@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,11 +29,14 @@ from bertcli.config.recipe import check_purpose, load_recipe
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
-from bertcli.core.paths import check_recipe_outputs, default_out
+from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
-from bertcli.export.predict import run_predict
+from bertcli.export.predict import is_bundle, run_predict
 from bertcli.export.run import run_export
+from bertcli.finetune import command as commands
+from bertcli.finetune.embed.evaluate import evaluate_embed as run_evaluate_embed
+from bertcli.finetune.embed.vectors import embed_file
 from bertcli.model.fill_mask import fill_mask as run
 from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
@@ -51,6 +54,8 @@ Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
 __all__ = [
     "build_data",
     "distill",
+    "embed",
+    "evaluate_embed",
     "export",
     "features",
     "fill_mask",
@@ -124,25 +129,38 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
     result: `run_dir`, `checkpoint` (its `final/` directory, a Hugging Face directory), `step`,
     `tokens`, the last logged metrics (`last`, `last_val`), and `interrupted` (the signal
     number when SIGINT / SIGTERM stopped it after saving a checkpoint)."""
+    r = load(recipe, overrides, "pretrain", writes=True)  # a mistake in the recipe is reported before torch loads
     from bertcli.train.pipeline import run_pretrain
 
-    return run_pretrain(load(recipe, overrides, "pretrain", writes=True),
-                        resume=None if resume is None else str(resume), force=force)
+    return run_pretrain(r, resume=None if resume is None else str(resume), force=force)
 
 
 # ------------------------------------------------------------------------------ fine-tuning
+def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, overrides: Overrides = None,
+             out: PathLike | None = None, force: bool = False, **options: Any) -> dict:
+    """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
+    `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
+    `finetune("squad", ckpt, data_dir=..., version=2)`: the task's own options are its command's
+    flags (bertcli/finetune/*/command.py). `recipe`: default the task's shipped recipe; `out`:
+    default runs/<task>/<checkpoint name>, checked, locked and marked (bertcli.core.outputs.writing)
+    before the heavy imports, so a refusal comes at once and nothing the user has is replaced.
+    Returns results.json's content (GLUE: glue_results.json's)."""
+    cmd = commands.get(task)
+    r = load(cmd.recipe if recipe is None else recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/ (or says what to resume)
+    _inputs_given(cmd.data_name, hub=options.get("hub"), **{k: options.get(k) for k in cmd.inputs})
+    dest = Path(out) if out is not None else default_out(Path(checkpoint), cmd.default_kind(options))
+    with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
+        return cmd.run(r, Path(checkpoint), dest, **options)
+
+
 def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
                   recipe: PathLike | None = "glue", overrides: Overrides = None,
                   out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
     `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "glue")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.classification.glue_run import run_glue  # torch: after the output is checked
-
-        return run_glue(r, checkpoint=Path(checkpoint), task=tasks, data_dir=_path(data_dir), hub=hub, out=dest)
+    return finetune("glue", checkpoint, recipe, overrides, out, force, tasks=tasks, data_dir=_path(data_dir), hub=hub)
 
 
 def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
@@ -153,15 +171,9 @@ def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test
     """Fine-tune a text (pair) classifier, or a regressor, on your own csv / tsv / jsonl /
     parquet / save_to_disk files. The column and regression arguments override the recipe's
     finetune.classify block where given. Returns results.json's content."""
-    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
-             "regression": regression}
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "classify")
-    with writing(dest, force, [checkpoint, train, dev, test]):
-        from bertcli.finetune.classification.classify import run_classify  # torch: after the output is checked
-
-        return run_classify(r, checkpoint=Path(checkpoint), train=Path(train), dev=Path(dev), test=_path(test),
-                            out=dest, encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
+    return finetune("classify", checkpoint, recipe, overrides, out, force, train=Path(train), dev=Path(dev),
+                    test=_path(test), text_column=text_column, text_pair_column=text_pair_column,
+                    label_column=label_column, regression=regression, encoding=encoding)
 
 
 def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | None = "ner",
@@ -169,12 +181,7 @@ def finetune_ner(checkpoint: PathLike, data_dir: PathLike, recipe: PathLike | No
                  force: bool = False) -> dict:
     """Fine-tune a tagger on CoNLL-2003-style data (files, jsonl or a save_to_disk directory);
     entity P/R/F1 as conlleval. Returns results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "ner")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.tagging.task import run_ner  # torch: after the output is checked
-
-        return run_ner(r, checkpoint=Path(checkpoint), data_dir=Path(data_dir), out=dest, encoding=encoding)
+    return finetune("ner", checkpoint, recipe, overrides, out, force, data_dir=Path(data_dir), encoding=encoding)
 
 
 def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: str | None = None,
@@ -182,27 +189,8 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
                    out: PathLike | None = None, force: bool = False) -> dict:
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
-    r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "squad" if version == 1 else "squad_v2")
-    with writing(dest, force, [checkpoint, data_dir]):
-        from bertcli.finetune.qa.task import run_squad  # torch: after the output is checked
-
-        return run_squad(r, checkpoint=Path(checkpoint), data_dir=_path(data_dir), hub=hub, version=version, out=dest)
-
-
-_FINETUNE: dict[str, Callable[..., dict]] = {"glue": finetune_glue, "classify": finetune_classify, "ner": finetune_ner,
-                                             "squad": finetune_squad}
-
-
-def finetune(task: Literal["glue", "classify", "ner", "squad"], checkpoint: PathLike, **options: Any) -> dict:
-    """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
-    `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
-    `finetune("squad", ckpt, data_dir=..., version=2)`. The options are those of
-    finetune_glue / finetune_classify / finetune_ner / finetune_squad. Returns results.json's
-    content (GLUE: glue_results.json's)."""
-    if task not in _FINETUNE:
-        raise UserError(f"unknown fine-tuning task {task!r}", fix=f"one of: {', '.join(_FINETUNE)}")
-    return _FINETUNE[task](checkpoint, **options)
+    return finetune("squad", checkpoint, recipe, overrides, out, force, data_dir=_path(data_dir), hub=hub,
+                    version=version)
 
 
 def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], train: PathLike | None = None,
@@ -220,7 +208,8 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
     content, whose `distill` entry puts teacher and student side by side."""
     columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
     r = load(recipe, overrides, "finetune")
-    dest = _out(out, checkpoint, "distill")
+    checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/
+    dest = Path(out) if out is not None else default_out(Path(checkpoint), "distill")
     with writing(dest, force, [checkpoint, train, dev, test, data_dir, unlabelled]):
         from bertcli.finetune.distill.run import make_task, run_distill  # torch: after the output is checked
 
@@ -237,16 +226,36 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
-    return extract_features(Path(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
+    return extract_features(resolve_checkpoint(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding,
                             force=force)
 
 
+def embed(checkpoint: PathLike, input: PathLike, out: PathLike, text_column: str = "text",
+          id_column: str | None = None, pooling: str | None = None, normalize: bool | None = None,
+          max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
+          encoding: str | None = None, force: bool = False) -> dict:
+    """Sentence embeddings of every text of `input` into `out` (.parquet or .npy), pooled as a
+    sentence-transformers directory says, else by `pooling` (default mean). Returns a summary."""
+    return embed_file(Path(checkpoint), Path(input), Path(out), text_column=text_column, id_column=id_column,
+                      pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size,
+                      device=device, encoding=encoding, force=force)
+
+
+def evaluate_embed(checkpoint: PathLike, beir: PathLike | None = None, split: str = "test",
+                   sts: PathLike | None = None, pooling: str | None = None, normalize: bool | None = None,
+                   max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> dict:
+    """Retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100 on a BEIR directory) and / or STS
+    (Pearson, Spearman of cosine) of any checkpoint's embeddings. Returns the figures."""
+    return run_evaluate_embed(Path(checkpoint), beir=_path(beir), split=split, sts=_path(sts), pooling=pooling,
+                    normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+
+
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:
     """For each mask token in `text`: its position and the top-k fillers (token, id,
     probability, the text with the filler in place)."""
-    return run(Path(checkpoint), text, top_k=top_k)
+    return run(resolve_checkpoint(checkpoint), text, top_k=top_k)
 
 
 def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
@@ -255,7 +264,7 @@ def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: 
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
-    return run_export(Path(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
+    return run_export(resolve_checkpoint(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
                       dev=_path(dev), verify=verify, force=force)
 
 
@@ -265,16 +274,25 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
-    return run_predict(Path(model), Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
+    model = Path(model)
+    if not is_bundle(model):  # an export bundle or its model.onnx is read as it is
+        model = resolve_checkpoint(model)
+    return run_predict(model, Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
                        encoding=encoding, force=force)
 
 
-def _out(out: PathLike | None, checkpoint: PathLike, kind: str) -> Path:
-    """A fine-tuning command's output directory: `out`, or runs/<kind>/<checkpoint name>. It is
-    checked, locked and marked (bertcli.core.outputs.writing) before the heavy imports, so a
-    refusal comes at once and nothing the user has is replaced."""
-    return Path(out) if out is not None else default_out(Path(checkpoint), kind)
+def _inputs_given(data: str | None, hub: str | None = None, **paths: PathLike | None) -> None:
+    """The input checks that need no data read, before torch is imported (a mistyped path is
+    reported at once): the paths given exist; `data` names a set read from --data-dir or --hub,
+    exactly one of which is given. The readers check the contents."""
+    if data is not None and (paths.get("data_dir") is None) == (hub is None):
+        raise UserError(f"give exactly one of --data-dir (local {data} files) and --hub (a `datasets` name)",
+                        fix=f"--data-dir DIR with the {data} files, or --hub NAME (needs the network)")
+    for name, p in paths.items():
+        if p is not None and not Path(p).exists():
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {p} does not exist", fix=f"give {flag} an existing file or directory")
 
 
 def _path(p: PathLike | None) -> Path | None:

@@ -6,17 +6,22 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
 import typer
+from rich.markup import escape
 
+from bertcli.config.options import CHECKPOINT_HELP, NUM_FLAGS, EncodingOpt, OutForceOpt, SetOpt, num_option  # noqa: F401 (NUM_FLAGS: read by the tests)
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
     from bertcli.api import Command
@@ -48,51 +53,12 @@ def _root(
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
 
-finetune_app = typer.Typer(no_args_is_help=True, help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD.")
+finetune_app = typer.Typer(no_args_is_help=True,
+                           help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
 app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
-SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
-EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
-                           "byte-order mark is honoured), e.g. latin1, cp1252, gb18030.")
-
-
-OutForceOpt = typer.Option(False, "--force", help="Replace an earlier bertcli result in --out: only the files its "
-                           "marker (.bertcli-output.json) lists are removed; anything else there stays.")
-
-# Every numeric flag is declared through `num_option`, with the bounds of the recipe key it sets
-# (`of=`) or its own, in `num`'s terms, and is checked by the recipe's own check (finite, within
-# the bounds: one message, exit 2). NUM_FLAGS records them, so a test can find any numeric flag
-# that escaped the check.
-NUM_FLAGS: set[str] = set()
-
-
-def num_option(default, *names: str, of: tuple | None = None, help: str = "", **bounds):
-    """A typer option for a number, range-checked like recipe keys (`recipe.check_value`). `of`:
-    (section dataclass, field name) whose declared `num(...)` bounds the flag shares; else
-    `bounds` (ge=, gt=, le=) declare them here."""
-    import dataclasses
-
-    if of is not None:
-        fld = {f.name: f for f in dataclasses.fields(of[0])}[of[1]]
-    else:
-        fld = dataclasses.field(metadata={"ge": None, "gt": None, "le": None, **bounds})
-    NUM_FLAGS.update(names)
-
-    words = {"ge": "at least", "gt": "more than", "le": "at most"}
-    shown = ", ".join(f"{words[k]} {fld.metadata[k]}" for k in words if fld.metadata.get(k) is not None)
-
-    def check(value):
-        from bertcli.config.schema import check_value
-
-        try:
-            check_value(value, fld, names[0], where=f"the command line: {names[0]} {value}")
-        except UserError as e:
-            raise UserError(e.what, where=e.where, fix=f"give {names[0]} a number ({shown or 'finite'})") from None
-        return value
-
-    return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
 def _recipe(spec: str | None, overrides: list[str] | None, command: Command | None = "pretrain",
@@ -144,13 +110,17 @@ def recipe_description(text: str) -> str:
 @app.command()
 def explain(section: str | None = typer.Argument(None,
                                                  help="corpus, tokenizer, data, model, train, finetune, corpus.sources, "
-                                                      "finetune.tasks, finetune.ner, finetune.classify")) -> None:
-    """Show the keys of a recipe section with their types, defaults and help."""
+                                                      "finetune.tasks, finetune.ner, finetune.classify; or one key, "
+                                                      "e.g. train.max_steps")) -> None:
+    """Show a recipe section's keys (or one key) with type, default and help.
+
+    With no section: the top-level keys and the sections."""
     from bertcli.config.recipe import explain as rows_of
 
-    # Help text is shown as written: console.table escapes it, so `bertcli[chinese]` is not
-    # taken for rich markup.
-    console.table([("key", "bold"), ("type", ""), ("default", ""), ("help", "")], list(rows_of(section)))
+    # One entry per key: `key  type, default X`, the help wrapped beneath (printed as written,
+    # so `bertcli[chinese]` is not taken for rich markup).
+    console.entries([(key, f"section: {default}" if kind == "section" else f"{kind}, default {default}", text)
+                     for key, kind, default, text in rows_of(section)])
 
 
 @app.command()
@@ -252,37 +222,15 @@ def evaluate_cmd(
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
+    from bertcli.core.paths import resolve_checkpoint
     from bertcli.train.evaluate import EvalSettings, render, run_evaluate
 
+    checkpoint = resolve_checkpoint(checkpoint)
     if objective not in (None, "nsp", "sop", "none"):
         raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
     settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
                             pppl_rows=pppl_rows, cache=cache)
     render(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
-
-
-@finetune_app.command("glue")
-def finetune_glue(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    task: str = typer.Option(..., "--task", "-t",
-                             help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
-                                  "several separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
-                                              "directory."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
-    recipe: str = typer.Option("glue", "--recipe", "-r", help="Recipe whose `finetune` section is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/glue/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-) -> None:
-    """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
-    from bertcli import api
-
-    api.finetune_glue(checkpoint, tasks=task, data_dir=data_dir, hub=hub, recipe=recipe, overrides=set_, out=out,
-                      force=force)
 
 
 @app.command("export")
@@ -337,81 +285,6 @@ def predict_cmd(
     summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
                           max_length=max_length, allow_impossible=allow_impossible, encoding=encoding, force=force)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
-
-
-@finetune_app.command("squad")
-def finetune_squad(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                            "a `datasets` save_to_disk directory or parquet files."),
-    version: int = num_option(1, "--version", ge=1, le=2,
-                              help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
-                                        "network."),
-    recipe: str = typer.Option("squad", "--recipe", "-r",
-                               help="Recipe whose `finetune` section (finetune.squad / squad_v2 blocks) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/squad[_v2]/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-) -> None:
-    """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
-    best model and predictions.json / nbest_predictions.json / null_odds.json."""
-    from bertcli import api
-
-    api.finetune_squad(checkpoint, data_dir=data_dir, hub=hub, version=version, recipe=recipe, overrides=set_, out=out,
-                       force=force)
-
-
-@finetune_app.command("ner")
-def finetune_ner(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    data_dir: Path = typer.Option(..., "--data-dir", "-d",
-                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
-                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
-    recipe: str = typer.Option("ner", "--recipe", "-r", help="Recipe whose `finetune` section (and its `ner` block) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/ner/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-    encoding: str | None = EncodingOpt,
-) -> None:
-    """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
-    from bertcli import api
-
-    api.finetune_ner(checkpoint, data_dir=data_dir, recipe=recipe, overrides=set_, out=out, encoding=encoding,
-                     force=force)
-
-
-@finetune_app.command("classify")
-def finetune_classify(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
-    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
-    test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
-    text_column: str | None = typer.Option(None, "--text-column",
-                                           help="Column of the text (default: finetune.classify.text_column, `text`)."),
-    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: str | None = typer.Option(None, "--label-column",
-                                            help="Column of the label (default `label`): strings or ints."),
-    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
-    recipe: str = typer.Option("classify", "--recipe", "-r",
-                               help="Recipe whose `finetune` section (and its `classify` block) is used."),
-    set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/classify/<checkpoint name>)."),
-    force: bool = OutForceOpt,
-    encoding: str | None = EncodingOpt,
-) -> None:
-    """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
-    from bertcli import api
-
-    api.finetune_classify(checkpoint, train=train, dev=dev, test=test, text_column=text_column,
-                          text_pair_column=text_pair_column, label_column=label_column,
-                          regression=True if regression else None, recipe=recipe, overrides=set_, out=out, encoding=encoding,
-                          force=force)
 
 
 @app.command("distill")
@@ -483,6 +356,164 @@ def features(
     api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                  id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding,
                  force=force)
+
+
+PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls or max; last-layer-mean = mean. Default: a "
+                          "sentence-transformers directory's own, else mean.")
+NormalizeOpt = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings (default: a "
+                            "sentence-transformers directory's 2_Normalize, else no).")
+EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, help="Longer texts are truncated (default: the directory's "
+                            "max_seq_length, else 512, capped by the model's positions).")
+
+
+@app.command("evaluate-embed")
+def evaluate_embed(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    beir: Path | None = typer.Option(None, "--beir", help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/{dev,test}.tsv."),
+    split: str = typer.Option("test", "--split", help="The qrels split of --beir: dev or test."),
+    sts: Path | None = typer.Option(None, "--sts", help="STS pairs: STS-B's tsv, or a table with text, text_pair, score."),
+    pooling: str | None = PoolingOpt,
+    normalize: bool | None = NormalizeOpt,
+    max_seq_length: int | None = EmbedLengthOpt,
+    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
+    from bertcli import api
+    from bertcli.finetune.embed.evaluate import render
+
+    render(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
+                              max_seq_length=max_seq_length, batch_size=batch_size, device=device), as_json=as_json)
+
+
+@app.command()
+def embed(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet (id, embedding), or .npy (ids in <name>.ids.tsv)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
+    id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    pooling: str | None = PoolingOpt,
+    normalize: bool | None = NormalizeOpt,
+    max_seq_length: int | None = EmbedLengthOpt,
+    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass (bounds memory)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Sentence embeddings of every text of a file (batched, streamed), pooled as the model says."""
+    from bertcli import api
+
+    api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
+              normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+              encoding=encoding, force=force)
+
+
+def task_command(cmd: task_commands.TaskCommand):
+    """The typer command of a fine-tuning task: the options every task shares (checkpoint,
+    recipe, --set, --out, --force) around the task's own (`cmd.options`), with the task's
+    docstring as help; it calls `bertcli.api.finetune(cmd.name, ...)`."""
+    import inspect
+    import typing
+
+    def shared(
+        checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help=CHECKPOINT_HELP),
+        recipe: str = typer.Option(cmd.recipe, "--recipe", "-r", help="Recipe whose `finetune` section is used."),
+        set_: list[str] | None = SetOpt,
+        out: Path | None = typer.Option(None, "--out", "-o",
+                                        help=f"Output directory (default: runs/{cmd.name}/<checkpoint name>)."),
+        force: bool = OutForceOpt,
+    ) -> None: ...
+
+    own = inspect.signature(cmd.options).parameters
+    common = inspect.signature(shared).parameters
+    clash = set(own) & set(common)
+    assert not clash, f"finetune {cmd.name} redeclares the shared options {clash}"
+    hints = {**typing.get_type_hints(shared), **typing.get_type_hints(cmd.options)}
+    params = [p.replace(annotation=hints[name]) for name, p in [*common.items(), *own.items()]]
+
+    def command(**kwargs) -> None:
+        from bertcli import api
+
+        shared_args = {k: kwargs.pop(k) for k in common}
+        api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"], overrides=shared_args["set_"],
+                     out=shared_args["out"], force=shared_args["force"], **kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # what typer reads
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = f"finetune_{cmd.name}"
+    command.__doc__ = " ".join((cmd.options.__doc__ or "").split())  # one paragraph, wrapped by the terminal
+    return command
+
+
+for _cmd in task_commands.discover().values():
+    finetune_app.command(_cmd.name)(task_command(_cmd))
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose --help lists no Python type: none for --help itself (it takes no value),
+    none beside an argument (its name and help say what it is)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def format_help(self, ctx, formatter) -> None:
+        for p in self.params:
+            if isinstance(p, typer.core.TyperArgument):
+                p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+        super().format_help(ctx, formatter)
+
+
+class _Group(typer.core.TyperGroup, _Command):
+    pass
+
+
+# What a flag's value is, in --help: nothing for an on/off flag (typer would print <bool>), else
+# a word for what to write (typer's <str>, <path>, <list[str]> say the Python type instead).
+_METAVARS = {"--set": "KEY=VALUE", "--recipe": "NAME|FILE", "--encoding": "CODEC"}
+_KINDS: dict[object, str] = {bool: "", Path: "PATH", str: "TEXT", int: "N", float: "X"}
+
+
+def _value_kind(hint) -> object:
+    """The type of one value of an option: list[str] -> str (a repeatable option), X | None -> X."""
+    args = [t for t in typing.get_args(hint) if t is not type(None)]
+    if typing.get_origin(hint) is list:
+        return args[0]
+    if args:  # X | None (a union's origin is not list)
+        return _value_kind(args[0])
+    return hint
+
+
+def _plain_help(*apps: typer.Typer) -> None:
+    """Give every option a metavar (_METAVARS, _KINDS) and every command and group the class
+    whose --help shows no type."""
+    for a in apps:
+        a.info.cls = _Group   # the group's own --help (the callback's cls would override it)
+        callbacks = [a.registered_callback.callback] if a.registered_callback and a.registered_callback.callback else []
+        if a.registered_callback is not None:
+            a.registered_callback.cls = _Group
+        for command in a.registered_commands:
+            command.cls = _Command
+        for callback in [*callbacks, *(c.callback for c in a.registered_commands if c.callback)]:
+            hints = typing.get_type_hints(callback)
+            for name, parameter in inspect.signature(callback).parameters.items():
+                info = parameter.default
+                if isinstance(info, typer.models.ParameterInfo) and info.help and not getattr(info, "_escaped", False):
+                    # typer reads help as rich markup: "[at least 1]" would vanish as an unknown tag
+                    info.help, info._escaped = escape(info.help), True  # type: ignore[attr-defined]
+                if isinstance(info, typer.models.OptionInfo) and info.metavar is None:
+                    named = [_METAVARS[d] for d in info.param_decls or () if d in _METAVARS]
+                    info.metavar = named[0] if named else _KINDS.get(_value_kind(hints[name]))
+
+
+
+_plain_help(app, finetune_app)
 
 
 def main(argv: list[str] | None = None) -> None:

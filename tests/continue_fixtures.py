@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from finetune_fixtures import tokenizer_of
+from finetune_fixtures import byte_level_bpe, tokenizer_of
 
 GENERAL = ("the a this that report said on in at of and but very new old city team club after before today "
            "yesterday will was is met visited from with for people river school music garden house").split()
@@ -44,14 +44,9 @@ def write_corpus(path: Path, docs: list[list[str]]) -> Path:
 
 def _modernbert_tokenizer(texts: list[str], vocab_size: int):
     """Byte-level BPE with bertcli's ModernBERT special tokens in their id order."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = byte_level_bpe(texts, vocab_size, ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
     tok.post_processor = processors.TemplateProcessing(single="[CLS]:0 $A:0 [SEP]:0",
                                                        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
                                                        special_tokens=[("[CLS]", 1), ("[SEP]", 2)])

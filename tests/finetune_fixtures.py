@@ -13,6 +13,19 @@ LOC = ["paris", "berlin", "tokyo", "lima", "cairo", "oslo", "quito"]
 ORG = ["acme", "globex", "initech", "umbrella"]
 
 
+def byte_level_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]):
+    """A byte-level BPE (RoBERTa's, ModernBERT's) trained on `texts`, `special_tokens` first in
+    id order; no post-processor (the caller adds its family's)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
 def tokenizer_of(kind: str, texts: list[str], vocab_size: int = 400):
     """A `tokenizers.Tokenizer` of each kind as bertcli / transformers build them: WordPiece
     (BERT), byte-level BPE (RoBERTa), Unigram with Metaspace (ALBERT)."""
@@ -28,12 +41,7 @@ def tokenizer_of(kind: str, texts: list[str], vocab_size: int = 400):
         tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
                                                        ("[CLS]", tok.token_to_id("[CLS]")))
     elif kind == "bpe":
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator(texts, trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok = byte_level_bpe(texts, vocab_size, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
         tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
     else:
         tok = Tokenizer(models.Unigram())

@@ -74,15 +74,17 @@ CALLS = [
     (["pretrain", "-r", "bert-tiny", "--resume", "auto"], "pretrain", ("resume", "auto")),
     (["tokenize", "-r", "bert-tiny", "--force"], "tokenize", ("force", True)),
     (["build-data", "-r", "bert-tiny", "--all-phases"], "build_data", ("all_phases", True)),
-    (["finetune", "glue", "-c", "ck", "-t", "rte", "-d", "glue_data"], "finetune_glue", ("tasks", "rte")),
+    (["finetune", "glue", "-c", "ck", "-t", "rte", "-d", "glue_data"], "finetune", ("tasks", "rte")),
     (["finetune", "classify", "-c", "ck", "--train", "a.csv", "--dev", "b.csv", "--regression"],
-     "finetune_classify", ("regression", True)),
-    (["finetune", "ner", "-c", "ck", "-d", "conll"], "finetune_ner", ("data_dir", Path("conll"))),
-    (["finetune", "squad", "-c", "ck", "-d", "squad", "--version", "2"], "finetune_squad", ("version", 2)),
+     "finetune", ("regression", True)),
+    (["finetune", "ner", "-c", "ck", "-d", "conll"], "finetune", ("data_dir", Path("conll"))),
+    (["finetune", "squad", "-c", "ck", "-d", "squad", "--version", "2"], "finetune", ("version", 2)),
     (["features", "-c", "ck", "-i", "t.txt", "-o", "f.parquet", "--pool", "mean"], "features", ("pool", "mean")),
     (["fill-mask", "-c", "ck", "a [MASK]", "--top-k", "3"], "fill_mask", ("top_k", 3)),
     (["export", "-c", "ck", "-o", "bundle", "--quantize", "int8"], "export", ("quantize", "int8")),
     (["predict", "-c", "ck", "-i", "x.jsonl", "--batch-size", "4"], "predict", ("batch_size", 4)),
+    (["embed", "-c", "ck", "-i", "t.txt", "-o", "e.npy", "--pooling", "cls"], "embed", ("pooling", "cls")),
+    (["evaluate-embed", "-c", "ck", "--beir", "b", "--split", "dev"], "evaluate_embed", ("split", "dev")),
 ]
 
 
@@ -90,7 +92,7 @@ class _Called(Exception):
     pass
 
 
-@pytest.mark.parametrize("argv, name, passed", CALLS, ids=[c[1] for c in CALLS])
+@pytest.mark.parametrize("argv, name, passed", CALLS, ids=[" ".join(c[0][:2]) if c[1] == "finetune" else c[1] for c in CALLS])
 def test_each_command_calls_the_api_function(monkeypatch, argv, name, passed):
     from bertcli.cli import app
 
@@ -105,3 +107,5 @@ def test_each_command_calls_the_api_function(monkeypatch, argv, name, passed):
     assert isinstance(result.exception, _Called), (result.output, result.exception)
     key, value = passed
     assert seen["kwargs"].get(key) == value, seen
+    if name == "finetune":                  # every task's command is api.finetune(TASK, checkpoint, ...)
+        assert seen["args"][:2] == (argv[1], Path("ck")), seen

@@ -218,13 +218,12 @@ def _pretrain(corpus: Path, out: Path, *extra, steps=4):
                    cwd=out.parent, env=ONE_THREAD)
 
 
-@pytest.fixture(scope="module")
-def cli_run(tmp_path_factory):
-    """A finished 4-step run (final/ at step 4, stages inside the run directory) on a corpus
-    whose path every copy keeps (the path is part of the stage key)."""
+def finished_run(root: Path) -> Path:
+    """A real 4-step pretrain under `root` (checkpoints/step-0000002, step-0000004 and final/,
+    stages inside the run directory) on root/corpus.txt, a path every copy keeps (the path is
+    part of the stage key); returns `root`."""
     from conftest import write_documents
 
-    root = tmp_path_factory.mktemp("rebuilt")
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     docs = [[" ".join(words[(d + s + k) % len(words)] for k in range(6 + s % 3)) + " ." for s in range(5)]
             for d in range(30)]
@@ -232,6 +231,11 @@ def cli_run(tmp_path_factory):
     r = _pretrain(root / "corpus.txt", root / "run")
     assert r.rc == 0, r.output
     return root
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    return finished_run(tmp_path_factory.mktemp("rebuilt"))
 
 
 def _copy(cli_run: Path, tmp_path: Path) -> Path:

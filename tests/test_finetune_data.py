@@ -279,11 +279,11 @@ def test_task_scores_and_glue_average():
 # ------------------------------------------------------------------------------------ submission
 def test_submission_format(tmp_path):
     path = write_predictions(tmp_path / "sub" / "MNLI-m.tsv", ["0", "1", "2"],
-                             prediction_strings(TASKS["mnli"], np.array([0, 2, 1])))
+                             prediction_strings(TASKS["mnli"].label, np.array([0, 2, 1])))
     assert path.read_text() == "index\tprediction\n0\tentailment\n1\tcontradiction\n2\tneutral\n"
-    assert prediction_strings(TASKS["rte"], np.array([1, 0])) == ["not_entailment", "entailment"]
-    assert prediction_strings(TASKS["wnli"], np.array([1, 0])) == ["1", "0"]
-    assert prediction_strings(TASKS["stsb"], np.array([-0.3, 2.34567, 5.7])) == ["0.000", "2.346", "5.000"]
+    assert prediction_strings(TASKS["rte"].label, np.array([1, 0])) == ["not_entailment", "entailment"]
+    assert prediction_strings(TASKS["wnli"].label, np.array([1, 0])) == ["1", "0"]
+    assert prediction_strings(TASKS["stsb"].label, np.array([-0.3, 2.34567, 5.7])) == ["0.000", "2.346", "5.000"]
     assert not list((tmp_path / "sub").glob(".*"))                         # no temporary left behind
 
 

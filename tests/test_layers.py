@@ -47,19 +47,6 @@ LAZY_ALLOWED = {
 # checks before any work (recipes, checkpoints, inputs, `bertcli info`, `build-data`) report
 # mistakes at once without it. Any other in-function import of the package's own modules fails.
 HEAVY = {"torch"}
-# Known exceptions still to remove, each imported inside the one function that needs it. Continued
-# pretraining (model.init_from) reads a checkpoint's config.json, weights list and tokenizer while
-# the recipe is resolved (config), while stage keys are made (config) and in the tokenizer stage's
-# "adopt" (tokenization): those readers live in model/ (hf.read_config, validate.check_tokenizer).
-# The fix is a checkpoint-description reader in config/ that model/hf builds on; until then these
-# edges are named here, so that no other upward import can hide among them.
-PENDING: set[tuple[str, str]] = {
-    ("bertcli.config.recipe", "bertcli.model.init_from"),
-    ("bertcli.config.stages", "bertcli.model.init_from"),
-    ("bertcli.tokenization.adopt", "bertcli.model.hf"),
-    ("bertcli.tokenization.adopt", "bertcli.model.init_from"),
-    ("bertcli.tokenization.adopt", "bertcli.model.validate"),
-}
 # The package's own __init__ is a facade over bertcli.api, the top layer: it loads the API on the
 # first use of one of its functions (PEP 562 module __getattr__), inside that function, so that
 # `import bertcli` (which every submodule import runs first) stays free of torch and of the layers
@@ -225,14 +212,14 @@ def problems(package: Path = PACKAGE) -> list[str]:
         low, high = _layer(src), _layer(dst)
         if (src, dst) in FACADE and kind == "function":
             continue
-        if low is not None and high is not None and high > low and (src, dst) not in PENDING:
+        if low is not None and high is not None and high > low:
             found.append(f"{where}: {src} (layer {LAYERS[low]}) imports {dst} from a higher layer {LAYERS[high]}")
-        lazy_ok = (src in LAZY_ALLOWED or (src, dst) in LAZY_ALLOWED or (src, dst) in PENDING
+        lazy_ok = (src in LAZY_ALLOWED or (src, dst) in LAZY_ALLOWED
                    or (dst in heavy and src not in heavy))
         if kind == "function" and not lazy_ok:
             found.append(f"{where}: {src} imports {dst} inside a function (move it to the top of the file"
                          + (f"; {src} imports torch anyway)" if dst in heavy else ")"))
-        if kind != "typing" and (src, dst) not in PENDING:
+        if kind != "typing":
             graph.setdefault(src, set()).add(dst)
     for cycle in _cycles(sorted(modules), graph):
         found.append("import cycle: " + " -> ".join(cycle))
@@ -245,7 +232,7 @@ def test_the_package_imports_only_downwards_without_cycles_or_in_function_import
 
 def test_the_allow_lists_name_real_modules():
     modules = _modules(PACKAGE)
-    for key in list(LAZY_ALLOWED) + sorted(PENDING):
+    for key in list(LAZY_ALLOWED):
         for mod in (key,) if isinstance(key, str) else key:
             assert mod in modules, mod
 

@@ -44,3 +44,39 @@ def test_parameter_counts_equal_transformers(name):
 
 def test_all_design_figures_are_shipped():
     assert set(DESIGN) <= set(shipped_recipes())
+
+
+def module_counts(model_cfg, vocab: int) -> dict[str, int]:
+    """The groups of parameter_counts, summed over bertcli's own modules built on the meta device."""
+    from bertcli.model.heads import PreTrainingModel
+
+    cfg = encoder_config(model_cfg, vocab, DEFAULT_PAD[model_cfg.family])
+    with torch.device("meta"):
+        model = PreTrainingModel(cfg)
+
+    def n(m):
+        return 0 if m is None else sum(p.numel() for p in m.parameters())
+
+    enc = model.encoder
+    encoder = n(enc.attention) + n(enc.ffn) + n(enc.final_norm)
+    effective = sum(n(enc.attention[a]) + n(enc.ffn[f]) for a, f in enc.layer_plan) + n(enc.final_norm)
+    return {"total": n(model), "embeddings": n(enc.embeddings) + n(enc.proj), "encoder": encoder,
+            "heads": n(enc.pooler) + n(model.mlm) + n(model.pair), "encoder_effective": effective,
+            "total_effective": n(model) - encoder + effective}
+
+
+@pytest.mark.parametrize("name", shipped_recipes())
+def test_counted_without_torch_equals_the_modules(name):
+    """parameter_counts reads only the configuration (so `info` needs no torch); every group
+    equals the real modules' for every shipped recipe and for shared / factorized variants."""
+    recipe = load_recipe(name)
+    m = recipe.model
+    variants = [m]
+    if m.num_hidden_layers <= 12 and m.hidden_size <= 768:
+        import dataclasses
+
+        variants += [dataclasses.replace(m, sharing=s, num_hidden_groups=g, embedding_size=e)
+                     for s, g, e in (("all", 1, 128), ("attention", 2, None), ("ffn", 3, None))
+                     if m.num_hidden_layers % g == 0]
+    for v in variants:
+        assert parameter_counts(v, recipe.tokenizer.vocab_size) == module_counts(v, recipe.tokenizer.vocab_size), v

@@ -100,3 +100,34 @@ def test_fill_mask_errors_exit_2(cli, checkpoint, tmp_path):
     (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
     assert_user_error(cli("fill-mask", "-c", pickled, "a [MASK]", env=ONE_THREAD), "pytorch_model.bin", "never loads",
                       "save_pretrained")
+
+
+def test_byte_level_filler_does_not_double_the_space():
+    """Byte-level BPE keeps the space before <mask> as a piece of its own; a filler that brings
+    its own space replaces it (`while the upon was quiet`, not `while the  upon`)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from bertcli.model.fill_mask import filled_text
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["while the night was quiet upon the hill"] * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<s>", "</s>", "<pad>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    enc = tok.encode("while the <mask> was quiet")
+    pos = enc.tokens.index("<mask>")
+    assert enc.tokens[pos - 1] == "Ġ"                       # the case: a lone space piece before the mask
+    upon, bare = tok.token_to_id("Ġupon"), tok.token_to_id("while")
+    assert filled_text(tok, enc.ids, pos, upon) == "while the upon was quiet"
+    assert filled_text(tok, enc.ids, pos, bare) == "while the while was quiet"   # no space of its own: kept
+
+
+def test_wordpiece_filler_text_is_unchanged(checkpoint):
+    from bertcli.model.fill_mask import filled_text
+    from bertcli.tokenization.load import load_tokenizer
+
+    tok = load_tokenizer(checkpoint).tokenizer
+    enc = tok.encode("the cat sat on the [MASK]")
+    pos = enc.tokens.index("[MASK]")
+    assert filled_text(tok, enc.ids, pos, tok.token_to_id("park")) == "the cat sat on the park"

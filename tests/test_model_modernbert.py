@@ -202,8 +202,8 @@ def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):  # n
 def test_a_transformers_4_hub_config_is_read_as_modernbert_base(tmp_path):
     """answerdotai/ModernBERT-base's config.json as written by transformers 4 (no layer_types or
     rope_parameters: the pattern and thetas as plain keys) describes the 149,655,232-parameter model."""
+    from bertcli.config.checkpoint import read_config
     from bertcli.model.heads import PreTrainingModel
-    from bertcli.model.hf import read_config
 
     hub = {"architectures": ["ModernBertForMaskedLM"], "attention_bias": False, "attention_dropout": 0.0,
            "bos_token_id": 50281, "classifier_activation": "gelu", "classifier_bias": False,

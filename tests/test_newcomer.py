@@ -82,10 +82,13 @@ def test_version_and_debug_in_help():
 def test_explain_shows_square_brackets_and_never_pads():
     r = run_cli("explain", "data", env={"COLUMNS": "80"})
     assert r.rc == 0, r.output
-    assert "pip install bertcli[chinese]" in r.stdout           # not swallowed as rich markup
     assert_unpadded(r.stdout)
-    row = next(ln for ln in _lines(r.stdout) if ln.startswith("data.word_segmenter"))
-    assert row.endswith("Without it every CJK character is its own word.")     # whole, on one line
+    lines = _lines(r.stdout)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("data.word_segmenter  "))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))
+    help_text = " ".join(ln.strip() for ln in lines[start + 1:end])     # wrapped beneath its key
+    assert help_text.endswith("Without it every CJK character is its own word.")
+    assert "pip install bertcli[chinese]" in help_text          # not swallowed as rich markup
 
 
 def test_recipes_descriptions_are_whole_sentences():

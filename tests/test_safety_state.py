@@ -24,7 +24,7 @@ import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from safetensors.torch import load_file, save_file, save_model
-from test_checks_resume import _pretrain, model_records, recipe_for
+from test_checks_resume import _pretrain, finished_run, model_records, recipe_for
 from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
 
 from bertcli.core.errors import UserError
@@ -219,16 +219,7 @@ def test_a_checkpoint_without_a_manifest_still_resumes(tmp_path, full_run, one_t
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     """A real 4-step pretrain: checkpoints/step-0000002, step-0000004 and final/."""
-    from conftest import write_documents
-
-    root = tmp_path_factory.mktemp("safety-cli")
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    docs = [[" ".join(words[(d + s + k) % len(words)] for k in range(6 + s % 3)) + " ." for s in range(5)]
-            for d in range(30)]
-    write_documents(root / "corpus.txt", docs)
-    r = _pretrain(root / "corpus.txt", root / "run")
-    assert r.rc == 0, r.output
-    return root
+    return finished_run(tmp_path_factory.mktemp("safety-cli"))
 
 
 @pytest.mark.parametrize("value", ["thirty", -7, 10 ** 15])

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from bertcli.config import sections
+from bertcli.config.continued import resolve_init_from
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
 from bertcli.config.model import resolve_model, resolved
@@ -243,8 +244,6 @@ def apply_override(raw: dict, item: str, lines: dict[str, int]) -> None:
 # ------------------------------------------------------------------------------ resolution
 def resolve(r: Recipe) -> None:
     """Fill the fields left at None with the model family's (and tokenizer's) values."""
-    from bertcli.model.init_from import resolve_init_from
-
     resolve_init_from(r)                     # model.init_from: the checkpoint's keys first
     m = resolve_model(r.model)
     t = r.tokenizer
@@ -396,7 +395,9 @@ def _own_field_docs(cls: type) -> dict[str, str]:
 
 
 def explain(section: str | None) -> list[tuple[str, str, str, str]]:
-    """(key, type, default, help) rows for a section (None or 'recipe': the top level)."""
+    """(key, type, default, help) rows for a section (None or 'recipe': the top level), or the
+    one row of a key (`train.max_steps`, `output_dir`). A section's row has type "section" and
+    the command that lists its keys as its default."""
     cls: type = Recipe
     prefix = ""
     if section and section != "recipe":
@@ -415,7 +416,10 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             if typing.get_origin(tp) is dict:
                 found = typing.get_args(tp)[1]
             if found is None:
-                raise UserError(f"{section}: not a section")
+                if part != parts[-1]:
+                    raise UserError(f"{section}: {prefix + part} is a key, not a section",
+                                    fix=f"bertcli explain {prefix + part} shows it; sections: " + ", ".join(SECTIONS))
+                return [row for row in explain(prefix.rstrip(".") or None) if row[0] == prefix + part]  # one key
             cls = found
             prefix += part + "."
     docs = field_docs(cls)
@@ -423,6 +427,11 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
     rows = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("internal"):
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            rows.append((prefix + f.name, "section", f"bertcli explain {prefix + f.name}", docs.get(f.name, "")))
+            if section:   # a block inside the section (finetune.ner ...): its keys too
+                rows += explain(prefix + f.name)
             continue
         if f.default is not dataclasses.MISSING:
             default = f.default
@@ -433,8 +442,6 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = "(required)"
         rows.append((prefix + f.name, pretty_type(hints[f.name]), json.dumps(default, default=str)
                      if not isinstance(default, str) else default, docs.get(f.name, "")))
-        if section and dataclasses.is_dataclass(hints[f.name]):   # a block inside the section
-            rows += explain(prefix + f.name)                       # (finetune.ner ...): its keys too
     return rows
 
 

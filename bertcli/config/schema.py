@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ def coerce(value: Any, tp: Any, path: str, ctx: Ctx) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         if value is None:
-            raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path))
+            raise UserError(f"{path}: must not be null; expected {_type_name(inner[0])}", where=ctx.at(path),
+                            fix=type_fix(path, _type_name(inner[0])))
         for alternative in inner[:-1]:        # e.g. int | "auto": the first kind that takes the value
             try:
                 return coerce(value, alternative, path, ctx)
@@ -85,8 +87,9 @@ def coerce(value: Any, tp: Any, path: str, ctx: Ctx) -> Any:
         except UserError as e:
             if len(inner) == 1:
                 raise
-            raise UserError(f"{path}: expected {' or '.join(pretty_type(a) for a in inner)}, got {_describe(value)}",
-                            where=ctx.at(path)) from e
+            expected = " or ".join(pretty_type(a) for a in inner)
+            raise UserError(f"{path}: expected {expected}, got {_describe(value)}", where=ctx.at(path),
+                            fix=type_fix(path, expected)) from e
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a class, never an instance, as a hint
         return build(tp, value, path + ".", ctx)
     if origin is Literal:
@@ -96,37 +99,54 @@ def coerce(value: Any, tp: Any, path: str, ctx: Ctx) -> Any:
         raise UserError(
             f"{path}: {value!r} is not one of: {', '.join(choices)}"
             + (f"; did you mean {best}?" if (best := closest(str(value), choices)) else ""),
-            where=ctx.at(path),
+            where=ctx.at(path), fix=f"give {path} one of: {', '.join(choices)}",
         )
     if origin is list:
         if not isinstance(value, list):
-            raise UserError(f"{path}: expected a list, got {_describe(value)}", where=ctx.at(path))
+            raise UserError(f"{path}: expected a list, got {_describe(value)}", where=ctx.at(path),
+                            fix=type_fix(path, "a list", "[a, b]"))
         return [coerce(v, args[0], f"{path}[{i}]", ctx) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise UserError(f"{path}: expected a mapping, got {_describe(value)}", where=ctx.at(path))
+            raise UserError(f"{path}: expected a mapping, got {_describe(value)}", where=ctx.at(path),
+                            fix=type_fix(path, "a mapping", "{key: value}"))
         return {str(k): coerce(v, args[1], f"{path}.{k}", ctx) for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise UserError(f"{path}: expected true or false, got {_describe(value)}", where=ctx.at(path))
+        raise UserError(f"{path}: expected true or false, got {_describe(value)}", where=ctx.at(path),
+                        fix=type_fix(path, "true or false", "true"))
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         number = _as_number(value)
         if number is not None and float(number).is_integer():
             return int(number)
-        raise UserError(f"{path}: expected an integer, got {_describe(value)}", where=ctx.at(path))
+        raise UserError(f"{path}: expected an integer, got {_describe(value)}", where=ctx.at(path),
+                        fix=type_fix(path, "an integer", "1000"))
     if tp is float:
         number = _as_number(value)
         if number is not None:
             return float(number)
-        raise UserError(f"{path}: expected a number, got {_describe(value)}", where=ctx.at(path))
+        raise UserError(f"{path}: expected a number, got {_describe(value)}", where=ctx.at(path),
+                        fix=type_fix(path, "a number", "1e-4"))
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
-        raise UserError(f"{path}: expected a string, got {_describe(value)}", where=ctx.at(path))
+        raise UserError(f"{path}: expected a string, got {_describe(value)}", where=ctx.at(path),
+                        fix=type_fix(path, "a string"))
     raise TypeError(f"recipe field {path} has an unsupported type {tp!r}")  # a bug, not user input
+
+
+def _key_of(path: str) -> str:
+    """The key that `bertcli explain` knows for a value's path: train.phases[0].x -> train.phases."""
+    return re.split(r"\[", path, maxsplit=1)[0]
+
+
+def type_fix(path: str, expected: str, example: str | None = None) -> str:
+    """The fix line of a value of the wrong type: what to give, an example, where its help is."""
+    example = f", e.g. --set {_key_of(path)}={example}" if example and "[" not in path else ""
+    return f"give {path} {expected}{example}; `bertcli explain {_key_of(path)}` shows its type and default"
 
 
 def _as_number(value: Any) -> float | int | None:
@@ -164,7 +184,8 @@ def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None
         for key, ok, word in _BOUNDS:
             bound = f.metadata.get(key)
             if bound is not None and not ok(v, bound):
-                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where)
+                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where,
+                                fix=f"give {path} a value {word} {bound}; `bertcli explain {_key_of(path)}` says what it does")
 
 
 def check_values(obj: Any, prefix: str, where: str) -> None:

@@ -462,6 +462,57 @@ class DistillConfig:
 
 
 @dataclass
+class EmbedConfig(TaskOverrides):
+    """`bertcli finetune embed`: a sentence-embedding model from pairs, triplets, scored pairs or
+    plain text (SimCSE). Training keys left null take the finetune section's values (the embed
+    recipe's). sentence-transformers' defaults: MultipleNegativesRankingLoss scale 20, cosine
+    similarity, mean pooling, CoSENT scale 20, CachedMultipleNegativesRankingLoss mini-batch 32.
+    SimCSE (Gao, Yao, Chen 2021): lr 3e-5, batch 64, temperature 0.05 (= scale 20), dropout 0.1."""
+
+    anchor_column: str = "anchor"
+    """Column of the anchor (query) text of pairs and triplets (--anchor-column)."""
+    positive_column: str = "positive"
+    """Column of the text that belongs with the anchor (--positive-column)."""
+    negative_columns: list[str] = field(default_factory=list)
+    """Columns of hard negatives, one or more per anchor (--negative-column, repeatable or a
+    comma list): they join the in-batch candidates."""
+    text_column: str = "text"
+    """Scored pairs: the first text (--text-column); unsupervised: the sentence (a .txt file's
+    lines are `text`)."""
+    text_pair_column: str = "text_pair"
+    """Scored pairs: the second text (--text-pair-column)."""
+    score_column: str | None = None
+    """Scored pairs: the similarity score column (--score-column), any scale (0-1, 0-5: CoSENT
+    uses only their order). Set, it selects the CoSENT loss instead of in-batch negatives."""
+    unsupervised: bool = False
+    """SimCSE (--unsupervised): each sentence of text_column is its own positive under a second
+    dropout mask; the other sentences of the batch are the negatives."""
+    scale: float = num(20.0, gt=0.0)
+    """Similarity scale (1 / temperature) of both losses: cosine x scale are the logits
+    (sentence-transformers' default 20; SimCSE's temperature 0.05)."""
+    symmetric: bool = False
+    """In-batch negatives both ways: anchor -> candidates and positive -> anchors, averaged
+    (sentence-transformers' MultipleNegativesSymmetricRankingLoss); false: anchor -> candidates
+    only (MultipleNegativesRankingLoss)."""
+    mini_batch_size: int | None = num(None, ge=1)
+    """GradCache (Gao et al. 2021): texts per forward pass, while the loss still sees the whole
+    batch's embeddings (memory of a mini-batch, negatives of the batch; sentence-transformers'
+    Cached* losses use 32). null: one pass over the batch."""
+    dims: list[int] = field(default_factory=list, metadata={"ge": 1, "gt": None, "le": None, "hash": True, "signed": False})
+    """Matryoshka dimensions (Kusupati et al. 2022), e.g. [128, 64, 32]: the loss is summed over
+    the embeddings truncated to each; [] trains the full width only. At most the hidden size."""
+    pooling: Literal["mean", "cls", "max", "last-layer-mean"] = "mean"
+    """How the last layer's token states become the sentence vector: mean over real tokens
+    (sentence-transformers' default; `last-layer-mean` is the same), the first token ([CLS] /
+    <s>), or the elementwise max. A sentence-transformers checkpoint's own pooling is the default
+    when it is fine-tuned further."""
+    normalize: bool = False
+    """L2-normalize the vectors (a 2_Normalize module in the output): dot product = cosine."""
+    gather: bool = True
+    """Under DDP, candidates (positives, negatives) come from every process's batch."""
+
+
+@dataclass
 class FinetuneConfig:
     learning_rate: float = num(2e-5, gt=0.0)
     """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
@@ -513,5 +564,8 @@ class FinetuneConfig:
     """`bertcli finetune squad` (v1.1) settings: `bertcli explain finetune.squad`."""
     squad_v2: SquadConfig = field(default_factory=SquadConfig)
     """`bertcli finetune squad --version 2` settings: `bertcli explain finetune.squad_v2`."""
+    embed: EmbedConfig = field(default_factory=EmbedConfig)
+    """`bertcli finetune embed` (sentence embeddings): columns, loss, pooling, GradCache,
+    Matryoshka dimensions: `bertcli explain finetune.embed`."""
     distill: DistillConfig = field(default_factory=DistillConfig)
     """`bertcli distill` (a smaller student from a fine-tuned teacher): temperature, loss weights."""

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertcli.config.checkpoint import tokenizer_fingerprint
 from bertcli.config.recipe import Recipe
 from bertcli.core import console
 from bertcli.core.locks import stage_lock
@@ -45,8 +46,6 @@ def stage_key(recipe: Recipe, stage: str, inputs=None) -> str:
     extra = {"versions": versions, "inputs": inputs}
     if stage != "corpus" and recipe.model.init_from is not None:
         # an adopted tokenizer (and the data built with it): keyed by the checkpoint's tokenizer files
-        from bertcli.model.init_from import tokenizer_fingerprint
-
         extra["adopted"] = tokenizer_fingerprint(Path(recipe.model.init_from))
     return recipe.section_hash(*STAGE_SECTIONS[stage], extra=extra)
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from rich.console import Console
+from rich.markup import escape as escape_markup
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -54,10 +55,17 @@ def log(message: str) -> None:
         err.print(message, markup=False)
 
 
-class _PlainTask:
-    """Progress for non-TTY output: a log line every `every_s` seconds and one at the end."""
+# A stage in a log prints one line when it ends; one that runs longer than this also prints a
+# progress line every PLAIN_EVERY_S (on a busy machine a 10-second interval printed most stages
+# twice: once running, once done).
+PLAIN_EVERY_S = 30.0
 
-    def __init__(self, description: str, total: float | None, every_s: float = 10.0):
+
+class _PlainTask:
+    """Progress for non-TTY output: one line at the end, and a line every `every_s` seconds
+    before it for a stage that runs that long."""
+
+    def __init__(self, description: str, total: float | None, every_s: float = PLAIN_EVERY_S):
         self.description, self.total, self.every_s = description, total, every_s
         self.done = 0.0
         self.start = self.last = time.monotonic()
@@ -86,15 +94,35 @@ class _RichTask:
         self.progress.advance(self.task_id, n)
 
 
-@contextlib.contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[_PlainTask | _RichTask]:
-    """A progress bar on a TTY, periodic plain lines otherwise; yields an object with advance(n)."""
-    if interactive():
+def _bar_columns(description: str, total: float | None, width: int) -> tuple[str, list]:
+    """The live bar's columns, and the description cut (with an ellipsis) so that the line fits
+    `width`: counts and times are never the part that is cut. Without a total (documents of a
+    corpus being read) there is no bar, no `N/?` and no time left, only the count so far."""
+    if total is None:
+        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), TextColumn("{task.completed:,.0f}"),
+                   TextColumn("elapsed"), TimeElapsedColumn()]
+        fixed = 1 + 12 + 7 + 7                                   # spinner, count, "elapsed", 0:00:00
+    else:
         columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
-                   MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
-                   TextColumn("left"), TimeRemainingColumn()]
-        with Progress(*columns, console=err, transient=False) as p:
-            yield _RichTask(p, p.add_task(description, total=total))
+                   MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("<"), TimeRemainingColumn()]
+        fixed = 1 + 20 + 2 * len(f"{total:.0f}") + 1 + 7 + 1 + 7   # elapsed < left
+
+    room = max(8, width - fixed - len(columns))                  # one space between columns
+    if len(description) > room:
+        description = description[:room - 1].rstrip() + "…"
+    return description, columns
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None = None,
+             rich_console: Console | None = None) -> Iterator[_PlainTask | _RichTask]:
+    """A progress bar on a TTY, plain lines otherwise; yields an object with advance(n).
+    `rich_console`: where the bar goes (default: stderr), for tests."""
+    target = rich_console or err
+    if target.is_terminal and not quiet():
+        shown, columns = _bar_columns(description, total, target.width)
+        with Progress(*columns, console=target, transient=False) as p:
+            yield _RichTask(p, p.add_task(escape_markup(shown), total=total))
     else:
         task = _PlainTask(description, total)
         yield task
@@ -130,6 +158,30 @@ def table(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]], tit
         out.print("  ".join(cells).rstrip(), markup=False)
 
 
+def entries(rows: Sequence[tuple[str, str, str]], width: int | None = None) -> None:
+    """A list of (term, detail, text) entries on stdout, the way `git help config` lists
+    options: the term and its detail on one line, the text wrapped beneath it, indented. Lines
+    fit `width` (the terminal's, at most 100; 80 in a pipe unless COLUMNS says otherwise);
+    a term is never split, so it can be copied whole, and nothing is padded."""
+    import textwrap
+
+    width = width or min(out.width, 100)
+    indent = " " * 4
+
+    def wrap(text: str, first: str, rest: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+    for i, (term, detail, text) in enumerate(rows):
+        head = f"{term}  {detail}".rstrip()
+        lines = [head] if len(head) <= width or not detail else [term, *wrap(detail, indent, indent)]
+        lines += wrap(text, indent, indent) if text else []
+        if i:
+            out.print("", markup=False)
+        for line in lines:
+            out.print(line.rstrip(), markup=False, soft_wrap=True)
+
+
 def fmt(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
@@ -150,9 +202,7 @@ def print_error(what: str, where: str | None, fix: str | None) -> None:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    return escape_markup(text)
 
 
 @contextlib.contextmanager

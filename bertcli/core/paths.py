@@ -7,6 +7,9 @@
     saving(path, what, needed=None)     context: ENOSPC / EDQUOT / EROFS while writing `path` ->
                                         one UserError naming the path, the space needed and free
     check_space(path, needed, what)     before a large write: refuse when the disk has less free
+    resolve_checkpoint(path)            what `-c path` means: a checkpoint directory, or a run
+                                        directory's final/ or newest complete checkpoint
+    checkpoint_problem(path)            why `path` is not a checkpoint directory (None: it is)
 
 Writability is probed by creating (and removing) a temporary file in the nearest existing
 directory, not by permission bits: root ignores the bits, a read-only mount or a full quota
@@ -18,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from bertcli.core import console
 from bertcli.core.errors import UserError
 
 SPACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
@@ -148,3 +153,84 @@ def default_out(checkpoint: Path, kind: str) -> Path:
     if name == "final" or name.startswith("step"):
         name = f"{path.parent.name}-{name}"
     return Path("runs") / kind / name
+
+
+# ---------------------------------------------------------------------------- checkpoints (-c)
+# A pretraining run directory holds final/ (the finished model) and checkpoints/step-N (saved
+# during training; trainer_state/state.json is written last, so its presence marks one complete).
+STEP_DIR = re.compile(r"^step-(\d{7,})$")
+
+
+def run_checkpoints(run_dir: Path) -> list[Path]:
+    """The complete step checkpoints of a run directory, oldest first (no torch needed)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name))
+             and (p / "trainer_state" / "state.json").is_file() and (p / "config.json").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def _resume_command(run_dir: Path) -> str:
+    """The command that finishes the run in `run_dir`: its own resolved recipe.yaml, whose
+    output_dir is this directory (the same recipe, so the run's checks accept it)."""
+    recipe = run_dir / "recipe.yaml"
+    if not recipe.is_file():
+        return "bertcli pretrain -r RECIPE --resume auto (the run's recipe and --set items)"
+    command = f"bertcli pretrain -r {recipe} --resume auto"
+    try:
+        import yaml
+
+        out = (yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}).get("output_dir")
+    except Exception:  # an unreadable recipe.yaml: pretrain itself will say what is wrong with it
+        out = None
+    if out is None or Path(str(out)).absolute() != run_dir.absolute():
+        command += f" --set output_dir={run_dir}"
+    return command
+
+
+def checkpoint_problem(path: Path, flag: str = "-c") -> UserError | None:
+    """Why `path` is not a checkpoint directory (None: it has a config.json), naming what is
+    there instead: a file, a run directory's final/ or newest step checkpoint, the resume command."""
+    path = Path(path)
+    generic = "give a checkpoint directory (config.json + model.safetensors: a run's final/ or " \
+              "checkpoints/step-N, or transformers' save_pretrained)"
+    if path.is_file():
+        parent_ok = (path.parent / "config.json").is_file()
+        return UserError(f"{flag} {path} is a file, not a checkpoint directory", where=str(path),
+                         fix=f"give the directory that holds it: {flag} {path.parent}" if parent_ok else generic)
+    if path.is_dir() and (path / "config.json").is_file():
+        return None
+    run = path.parent if path.name == "final" else path
+    steps = run_checkpoints(run)
+    if steps:
+        what = (f"{path} does not exist: the run did not finish" if not path.exists() else
+                f"{path} is a run directory without final/: the run did not finish")
+        return UserError(f"{what}; its newest complete checkpoint is {steps[-1]}", where=str(path),
+                         fix=f"finish the run with `{_resume_command(run)}` (it writes {run / 'final'}), or use the "
+                             f"checkpoint as it is: {flag} {steps[-1]}")
+    if not path.exists():
+        return UserError(f"checkpoint directory {path} does not exist", where=str(path), fix=generic)
+    return UserError(f"no config.json in {path}", where=str(path),
+                     fix=f"{generic}; a pretraining run directory has final/ and checkpoints/ in it")
+
+
+def resolve_checkpoint(path: str | os.PathLike[str], flag: str = "-c") -> Path:
+    """The checkpoint directory that `-c path` means: a checkpoint directory itself; a run
+    directory's final/, or, when the run did not finish, its newest complete step checkpoint
+    (saying which and how to finish the run). Anything else is one UserError naming what is
+    there (a file, a missing final/ beside checkpoints: the newest one and the resume command)."""
+    path = Path(path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        if (path / "final" / "config.json").is_file():
+            console.log(f"{flag} {path}: a run directory; using its final model {path / 'final'}")
+            return path / "final"
+        steps = run_checkpoints(path)
+        if steps:
+            console.log(f"{flag} {path}: the run has no final/ (it did not finish); using its newest complete "
+                        f"checkpoint {steps[-1]}; `{_resume_command(path)}` finishes the run")
+            return steps[-1]
+    problem = checkpoint_problem(path, flag)
+    if problem is not None:
+        raise problem
+    return path

@@ -84,6 +84,8 @@ def detect_kind(directory: Path, task: str | None = None) -> HeadKind:
     encoder (BertModel, or no architectures) exports as features."""
     if task:
         return get_kind(task)
+    if (Path(directory) / "modules.json").is_file():      # a sentence-transformers directory: its embeddings
+        return HEADS["embed"]
     arch = architecture(directory)
     if not arch:
         return HEADS["features"]

@@ -58,7 +58,9 @@ def count_records(path: Path, encoding: str | None = None) -> int | None:
         except Exception:
             return None
     if fmt in ("csv", "json"):
-        return None  # quoted fields may span lines: counting needs the parser, the bar shows a count
+        # quoted fields may span lines: the parser counts them (a pass without tokenizing, so the
+        # progress has a total and an ETA)
+        return sum(1 for _ in tables.open_table(Path(path), LineOptions(encoding=encoding)).records())
     n = sum(1 for _, line in read_lines(Path(path), LineOptions(encoding=encoding)) if line.strip())
     return n - 1 if fmt == "tsv" and n else n
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
@@ -35,9 +36,9 @@ from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.graph import max_length as longest
 from bertcli.export.heads import check_bundle_files, detect_kind, exportable, read_export_info, read_json
 from bertcli.export.inputs import check_input, count_records, read_records
+from bertcli.finetune.embed.serving import sentence_max_length
 from bertcli.finetune.featurizer import Context
 from bertcli.finetune.heads import head_kind
-from bertcli.model.hf import read_config
 from bertcli.tokenization.load import load_tokenizer
 
 # results.json `hyperparameters` that decide windows and decoding (the rest is training's own)
@@ -165,6 +166,9 @@ def trained_options(directory: Path) -> dict:
     """The window and decoding settings fine-tuning used for the model in `directory` (its
     results.json `hyperparameters`, FEATURIZER_KEYS only); {} for a model bertcli did not
     fine-tune."""
+    st_length = sentence_max_length(Path(directory))      # a sentence-transformers directory's own
+    if st_length is not None:
+        return {"max_seq_length": st_length}
     path = Path(directory) / "results.json"
     if not path.is_file():
         return {}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcli import __version__
+from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
@@ -30,7 +31,6 @@ from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.heads import architecture, detect_kind, exportable
 from bertcli.export.predict import Predictor, open_model, trained_options
 from bertcli.export.verify import Check, compare, verification_batches
-from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
 
 VERIFY_MAX_TOKENS = 1024

@@ -29,7 +29,7 @@ from bertcli.core.fs import building
 from bertcli.core.machine import advise_threads
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.task import Features, Hyper, Task
-from bertcli.model import load_checkpoint, save_checkpoint
+from bertcli.model import load_checkpoint
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.optim import build_optimizer
@@ -261,7 +261,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     final = Path(final)
     with building(final, recipe) as tmp:
         if cfg.save_model:
-            save_checkpoint(model, tmp, tokenizer_dir=checkpoint)
+            task.save_model(model, tmp, checkpoint)
         for split, feats in devs.values():
             task.write_predictions(split, run(split, feats), tmp, "dev")
         written = [p for split, feats in tests.values()

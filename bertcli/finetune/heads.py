@@ -25,6 +25,7 @@ from pathlib import Path
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.finetune.classification.features import SequenceFeaturizer
 from bertcli.finetune.classification.features import dev_metric as classification_metric
+from bertcli.finetune.embed.serving import EmbedFeaturizer, load_embed, run_embed
 from bertcli.finetune.encoder_heads import FeaturesFeaturizer, FillMaskFeaturizer
 from bertcli.finetune.qa.decode import SpanFeaturizer
 from bertcli.finetune.tagging.windows import TagFeaturizer
@@ -180,3 +181,7 @@ register(HeadKind("question-answering", "qa", ("ForQuestionAnswering",), _load_f
                   _run_qa, {"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")},
                   SpanFeaturizer, description="answer-span start and end logits (SQuAD)",
                   aliases=("qa", "squad", "squad-v2")))
+register(HeadKind("embed", "pretraining", (), load_embed, run_embed, {"sentence_embedding": ("batch", "hidden")},
+                  EmbedFeaturizer, description="sentence embeddings: the encoder pooled (and L2-normalized) as its "
+                  "sentence-transformers directory says, else mean-pooled",
+                  aliases=("embedding", "sentence-embedding", "sentence-transformers")))

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.paths import check_output_dir, default_out
 from bertcli.finetune.engine import run_task
 from bertcli.finetune.task import Task
-from bertcli.model.hf import read_config
 from bertcli.tokenization.load import LOADABLE
 
 

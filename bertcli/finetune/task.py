@@ -229,6 +229,13 @@ class Task(Generic[S, P]):
     def results(self) -> dict:
         return {}
 
+    def save_model(self, model, directory: Path, checkpoint: Path) -> None:
+        """Write the best model into `directory` (a Hugging Face directory with the checkpoint's
+        tokenizer; the embed task adds its sentence-transformers modules)."""
+        from bertcli.model.checkpoint import save_checkpoint  # torch: only when a model is saved
+
+        save_checkpoint(model, directory, tokenizer_dir=checkpoint)
+
     @property
     def model_kwargs(self) -> dict:
         """Extra arguments for load_checkpoint (labels for labelled heads)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from bertcli.config.checkpoint import LABELLED_HEADS, read_config, weight_files
 from bertcli.config.families import FamilySpec
 from bertcli.config.model import EncoderConfig
 from bertcli.core import console
@@ -26,15 +27,12 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
 from bertcli.model.hf import (
-    LABELLED_HEADS,
     decoder_keys,
     encoder_prefixes,
     is_encoder_param,
-    read_config,
     to_hf_config,
     transformers_caveats,
     uses_pooler,
-    weight_files,
     weight_map,
 )
 from bertcli.model.manifest import verify_checkpoint, write_manifest

@@ -1,24 +1,41 @@
 """Model size and training cost, for `bertcli info`.
 
-Parameters are counted on a model built on the `meta` device (no memory, no initialization
-cost), so every figure is the real module's, tied decoder counted once (with the embeddings).
+Parameters are counted from the configuration, module by module as bertcli.model.encoder and
+bertcli.model.heads build them (tied decoder counted once, with the embeddings), so that `info`
+and the memory check before training need no torch. tests/test_model_count.py holds the count
+equal to the real module's, built on the `meta` device, for every family and sharing mode.
 """
 
 from __future__ import annotations
 
-import torch
-
 from bertcli.config.families import FAMILIES
-from bertcli.config.model import encoder_config
+from bertcli.config.model import EncoderConfig, encoder_config
 from bertcli.config.sections import ModelConfig
-from bertcli.model.heads import PreTrainingModel
 
 # The padding id each family's tokenizer uses (it only decides RoBERTa's position offset here).
 DEFAULT_PAD = {name: spec.pad_id for name, spec in FAMILIES.items()}
 
 
-def _numel(module: torch.nn.Module | None) -> int:
-    return 0 if module is None else sum(p.numel() for p in module.parameters())
+def _linear(inp: int, out: int, bias: bool = True) -> int:
+    return inp * out + (out if bias else 0)
+
+
+def _norm(c: EncoderConfig, width: int) -> int:
+    return width * (2 if c.spec.biases else 1)     # weight (+ bias unless the family has none)
+
+
+def _attention(c: EncoderConfig, index: int) -> int:
+    """encoder.Attention: fused Q/K/V, output projection, its LayerNorm (ModernBERT's first
+    layer has none: it reads the normalized embeddings)."""
+    H, b = c.hidden_size, c.spec.biases
+    identity = c.norm == "pre" and index == 0 and not c.spec.first_attention_norm
+    return _linear(H, 3 * H, b) + _linear(H, H, b) + (0 if identity else _norm(c, H))
+
+
+def _ffn(c: EncoderConfig) -> int:
+    """encoder.FeedForward: H -> I (GeGLU: 2I), I -> H, its LayerNorm."""
+    H, inner, b = c.hidden_size, c.intermediate_size, c.spec.biases
+    return _linear(H, inner * (2 if c.spec.feed_forward == "geglu" else 1), b) + _linear(inner, H, b) + _norm(c, H)
 
 
 def parameter_counts(model_cfg: ModelConfig, vocab_size: int) -> dict[str, int]:
@@ -32,17 +49,24 @@ def parameter_counts(model_cfg: ModelConfig, vocab_size: int) -> dict[str, int]:
     *_effective: as if every layer had its own weights (what each token flows through); equal
     to the unique figures without sharing.
     """
-    cfg = encoder_config(model_cfg, vocab_size, DEFAULT_PAD[model_cfg.family])
-    with torch.device("meta"):
-        model = PreTrainingModel(cfg)
-    enc = model.encoder
-    embeddings = _numel(enc.embeddings) + _numel(enc.proj)
-    encoder = _numel(enc.attention) + _numel(enc.ffn) + _numel(enc.final_norm)
-    heads = _numel(enc.pooler) + _numel(model.mlm) + _numel(model.pair)
-    per_layer = [_numel(enc.attention[a]) + _numel(enc.ffn[f]) for a, f in enc.layer_plan]
-    encoder_effective = sum(per_layer) + _numel(enc.final_norm)
+    c = encoder_config(model_cfg, vocab_size, DEFAULT_PAD[model_cfg.family])
+    spec, H, E = c.spec, c.hidden_size, c.embedding_size
+    embeddings = c.vocab_size * E + _norm(c, E)
+    if spec.positions != "rotary":
+        embeddings += c.max_position_embeddings * E
+    if spec.token_type_embeddings:
+        embeddings += c.type_vocab_size * E
+    if c.has_projection:
+        embeddings += _linear(E, H)
+    final_norm = _norm(c, H) if c.norm == "pre" else 0
+    attention = [_attention(c, i) for i in range(c.num_attention_blocks)]
+    ffn = _ffn(c)
+    encoder = sum(attention) + ffn * c.num_ffn_blocks + final_norm
+    encoder_effective = sum(attention[a] + ffn for a, _ in c.layer_plan) + final_norm
+    heads = (_linear(H, H) if c.has_pooler else 0) + _linear(H, E, spec.biases) + _norm(c, E) + c.vocab_size
+    if spec.pair_head != "none":
+        heads += _linear(H, 2)
     total = embeddings + encoder + heads
-    assert total == _numel(model), "every parameter belongs to one group"
     return {
         "total": total,
         "embeddings": embeddings,

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.config.families import FAMILIES
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.model.hf import read_config, weight_files
 from bertcli.tokenization.load import load_tokenizer
 
 # any family's spelling is accepted in the text, whatever the model's
@@ -58,15 +58,25 @@ def fill_mask(checkpoint: str | Path, text: str, top_k: int = 5) -> list[dict[st
     for m, pos in enumerate(positions.tolist()):
         candidates = []
         for p, i in zip(top.values[m].tolist(), top.indices[m].tolist()):
-            filled = list(enc.ids)
-            filled[pos] = i
             # `word` is the piece as the text shows it (`Ġthe` / `▁the` decode to `the`); the raw
             # vocabulary piece stays in `token` for --json.
             word = tok.decode([i], skip_special_tokens=False).strip() or tok.id_to_token(i)
             candidates.append({"token": tok.id_to_token(i), "word": word, "id": i, "probability": p,
-                               "text": tok.decode(filled, skip_special_tokens=True)})
+                               "text": filled_text(tok, enc.ids, pos, i)})
         results.append({"position": pos, "candidates": candidates})
     return results
+
+
+def filled_text(tok, ids: list[int], pos: int, filler: int) -> str:
+    """The text with `filler` in place of the mask at `pos` (other special tokens left out).
+    Byte-level BPE encodes the space before a mask as a piece of its own (`Ġthe`, `Ġ`,
+    `<mask>`): a filler that carries its own space (`Ġupon`) replaces that piece too, or the
+    text would read `the  upon`."""
+    filled = list(ids)
+    filled[pos] = filler
+    if pos > 0 and tok.decode([filled[pos - 1]]).isspace() and tok.decode([filler]).startswith(" "):
+        del filled[pos - 1]
+    return tok.decode(filled, skip_special_tokens=True)
 
 
 def render(results: list[dict[str, Any]], as_json: bool = False) -> None:

@@ -16,10 +16,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from bertcli.config.families import FAMILIES
+from bertcli.config.checkpoint import weight_files
 from bertcli.core.errors import UserError
-from bertcli.model.hf import is_encoder_param, weight_files, weight_map
-from bertcli.tokenization.load import LOADABLE, load_tokenizer
+from bertcli.model.hf import is_encoder_param, weight_map
+from bertcli.tokenization.load import LOADABLE, check_tokenizer, load_tokenizer
 
 FIX = "config.json and model.safetensors do not belong together (or config.json was edited)"
 
@@ -88,31 +88,6 @@ def _keys_of(ours: str, c) -> str:
         ("type_vocab_size", "embedding_size") if ".token_type." in ours else \
         ("hidden_size", "intermediate_size") if ".ffn." in ours else ("hidden_size", "embedding_size")
     return ", ".join(f"{k} {getattr(c, k):,}" for k in keys)
-
-
-def check_tokenizer(tok, c, where: str) -> None:
-    """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
-    the model's padding id (RoBERTa's positions count from it), and the family's special tokens
-    (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
-    problems = []
-    if tok.vocab_size > c.vocab_size:
-        problems.append(f"the tokenizer has {tok.vocab_size:,} tokens, the model {c.vocab_size:,} embeddings")
-    if tok.pad_id != c.pad_token_id:
-        problems.append(f"the tokenizer's padding id is {tok.pad_id}, config.json's pad_token_id {c.pad_token_id}")
-    own = dict(c.spec.special_tokens)
-    roles = ("cls", "sep", "mask")
-    got = {r: tok.tokens.get(r) for r in roles}
-    if own and any(got[r] != own[r] for r in roles):
-        for family, spec in FAMILIES.items():
-            theirs = spec.special_tokens
-            if all(got[r] == theirs[r] for r in roles) and any(theirs[r] != own[r] for r in roles):
-                problems.append(f"its special tokens {' '.join(got[r] for r in roles)} are {family}'s; a {c.family} "
-                                f"model uses {' '.join(own[r] for r in roles)}")
-                break
-    if problems:
-        raise UserError("the tokenizer does not belong to this model: " + "; ".join(problems), where=where,
-                        fix="put the tokenizer the model was trained with next to its weights (a bertcli checkpoint "
-                            "holds its run's tokenizer files)")
 
 
 def check_checkpoint(directory: Path, c, head: str, rename: Callable[[str], str] = lambda k: k) -> None:

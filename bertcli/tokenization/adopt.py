@@ -20,12 +20,13 @@ import shutil
 import time
 from pathlib import Path
 
+from bertcli.config.checkpoint import read_config, tokenizer_fingerprint, tokenizer_source
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import StageResult, is_complete, stage_guard
 from bertcli.core.fs import building
 from bertcli.corpus.build import build_corpus
 from bertcli.tokenization.extend import extend_tokenizer
-from bertcli.tokenization.load import load_tokenizer
+from bertcli.tokenization.load import check_tokenizer, load_tokenizer
 from bertcli.tokenization.train import measure_unk_rate
 
 INFO_FILE = "tokenizer_info.json"
@@ -44,10 +45,6 @@ def run_adopt(recipe: Recipe, path: Path, force: bool = False) -> StageResult:
 
 
 def _build(recipe: Recipe, path: Path, force: bool) -> StageResult:
-    from bertcli.model.hf import read_config
-    from bertcli.model.init_from import tokenizer_fingerprint, tokenizer_source
-    from bertcli.model.validate import check_tokenizer
-
     start = time.perf_counter()
     assert recipe.model.init_from is not None, "run_adopt is only called with model.init_from set"
     src = Path(recipe.model.init_from)

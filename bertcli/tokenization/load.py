@@ -108,3 +108,28 @@ def _token_name(value) -> str | None:
     if isinstance(value, dict):
         return value.get("content")
     return value if isinstance(value, str) else None
+
+
+def check_tokenizer(tok, c, where: str) -> None:
+    """The tokenizer's ids must mean what the model was trained with: ids inside the embedding,
+    the model's padding id (RoBERTa's positions count from it), and the family's special tokens
+    (a tokenizer whose [CLS]/[MASK] are another family's set is another model's)."""
+    problems = []
+    if tok.vocab_size > c.vocab_size:
+        problems.append(f"the tokenizer has {tok.vocab_size:,} tokens, the model {c.vocab_size:,} embeddings")
+    if tok.pad_id != c.pad_token_id:
+        problems.append(f"the tokenizer's padding id is {tok.pad_id}, config.json's pad_token_id {c.pad_token_id}")
+    own = dict(c.spec.special_tokens)
+    roles = ("cls", "sep", "mask")
+    got = {r: tok.tokens.get(r) for r in roles}
+    if own and any(got[r] != own[r] for r in roles):
+        for family, spec in FAMILIES.items():
+            theirs = spec.special_tokens
+            if all(got[r] == theirs[r] for r in roles) and any(theirs[r] != own[r] for r in roles):
+                problems.append(f"its special tokens {' '.join(got[r] for r in roles)} are {family}'s; a {c.family} "
+                                f"model uses {' '.join(own[r] for r in roles)}")
+                break
+    if problems:
+        raise UserError("the tokenizer does not belong to this model: " + "; ".join(problems), where=where,
+                        fix="put the tokenizer the model was trained with next to its weights (a bertcli checkpoint "
+                            "holds its run's tokenizer files)")

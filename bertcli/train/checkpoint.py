@@ -32,7 +32,6 @@ import dataclasses
 import json
 import math
 import random
-import re
 import shutil
 import typing
 from collections.abc import Sequence
@@ -48,12 +47,11 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
-from bertcli.core.paths import check_space, saving
+from bertcli.core.paths import STEP_DIR, check_space, saving
 from bertcli.model.manifest import verify_checkpoint, write_manifest
 
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
-STEP_DIR = re.compile(r"^step-(\d{7,})$")
 STATE_FILES = ("model.safetensors", "optimizer.safetensors", "optimizer.json", "rng.safetensors", "rng.json")
 
 

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertcli.config.checkpoint import weights_sha256
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
-from bertcli.model.init_from import weights_sha256
 
 FILE = "init_from.json"
 

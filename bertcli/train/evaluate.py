@@ -20,11 +20,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcli.config.checkpoint import read_config
 from bertcli.config.recipe import load_recipe
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.data.build import ensure_data
-from bertcli.model.hf import read_config
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
 

@@ -60,6 +60,7 @@ class PretrainResult:
     checkpoint: Path | None = None
     stages: list = field(default_factory=list)       # StageResults of tokenizer and data
     resumed_from: Path | None = None
+    resumed_seconds: float = 0.0                    # training time of the runs before the resume
     last: dict = field(default_factory=dict)
     last_val: dict = field(default_factory=dict)
     interrupted: int | None = None               # signal number when stopped by a signal
@@ -275,6 +276,7 @@ def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -
         recipe.save(run_dir)
         ckpt_io.prune(run_dir, recipe.train.keep_last)
     result.resumed_from = ck.path if ck is not None else None
+    result.resumed_seconds = float(ck.state.elapsed_s) if ck is not None else 0.0
     if ck is not None:
         console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state.consumed_samples:,} samples)")
     inputs = TrainInputs(
@@ -339,7 +341,11 @@ def pretrain_summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, 
                                                           for s in r.stages))]
     if r.resumed_from:
         rows.append(("resumed from", str(r.resumed_from)))
-    rows += [("steps", f"{r.step:,} / {r.max_steps:,}"), ("tokens", r.tokens), ("time", f"{r.seconds:,.1f} s")]
+    time_row = f"{r.seconds:,.1f} s"
+    if r.resumed_from:  # the run so far, and this segment (earlier runs: their training time)
+        time_row = (f"{format_seconds(r.resumed_seconds + r.seconds)} in all: {format_seconds(r.resumed_seconds)} "
+                    f"training before the resume + {r.seconds:,.1f} s this run")
+    rows += [("steps", f"{r.step:,} / {r.max_steps:,}"), ("tokens", r.tokens), ("time", time_row)]
     for ph in r.phases:
         t = ph.recipe.train
         rows.append((f"phase {ph.name}", f"steps {ph.start + 1:,}-{ph.end:,}, {ph.recipe.data.max_seq_length} tokens, "

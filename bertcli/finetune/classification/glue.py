@@ -33,9 +33,8 @@ class EvalSplit:
 class TaskSpec:
     name: str                      # canonical key: cola, sst2, ...
     glue_name: str                 # folder name in the GLUE download: CoLA, SST-2, ...
-    labels: tuple[str, ...] | None  # TSV spellings in id order; None: regression (STS-B)
-    label_names: tuple[str, ...] | None  # readable names in id order (the `datasets` names)
-    metrics: tuple[str, ...]       # metric names as GLUE reports them, main one first
+    label: LabelSpec               # what the classifier predicts: TSV spellings (None: regression),
+                                   # readable `datasets` names, GLUE's metrics (main first)
     tsv_a: str                     # header name of the first text column
     tsv_b: str | None              # ... of the second (None: single-sentence task)
     tsv_label: str                 # ... of the label column in train/dev
@@ -45,25 +44,10 @@ class TaskSpec:
     dev: tuple[EvalSplit, ...] = (EvalSplit("dev", "dev.tsv", "validation"),)
     test: tuple[EvalSplit, ...] = ()
     headerless_train: tuple[int, int] | None = None  # (text column, label column) without header
-    score_range: tuple[float, float] | None = None   # regression: predictions clipped to it (STS-B 0-5)
-
-    @property
-    def num_labels(self) -> int:
-        """Outputs of the classifier: 1 for regression."""
-        return 1 if self.labels is None else len(self.labels)
-
-    @property
-    def is_regression(self) -> bool:
-        return self.labels is None
 
     @property
     def pair(self) -> bool:
         return self.tsv_b is not None
-
-    @property
-    def label_spec(self) -> LabelSpec:
-        """What the classifier predicts (the rest of the spec is where GLUE's files are)."""
-        return LabelSpec(self.labels, self.label_names, self.metrics, self.score_range)
 
 
 def _test(submission: str) -> tuple[EvalSplit, ...]:
@@ -75,32 +59,32 @@ NLI3 = ("entailment", "neutral", "contradiction")
 NLI2 = ("entailment", "not_entailment")
 
 TASKS: dict[str, TaskSpec] = {t.name: t for t in [
-    TaskSpec("cola", "CoLA", BINARY, ("unacceptable", "acceptable"), ("mcc",),
+    TaskSpec("cola", "CoLA", LabelSpec(BINARY, ("unacceptable", "acceptable"), ("mcc",)),
              tsv_a="sentence", tsv_b=None, tsv_label="label", hub_a="sentence", hub_b=None,
              test=_test("CoLA.tsv"), headerless_train=(3, 1)),
-    TaskSpec("sst2", "SST-2", BINARY, ("negative", "positive"), ("accuracy",),
+    TaskSpec("sst2", "SST-2", LabelSpec(BINARY, ("negative", "positive"), ("accuracy",)),
              tsv_a="sentence", tsv_b=None, tsv_label="label", hub_a="sentence", hub_b=None,
              test=_test("SST-2.tsv")),
-    TaskSpec("mrpc", "MRPC", BINARY, ("not_equivalent", "equivalent"), ("f1", "accuracy"),
+    TaskSpec("mrpc", "MRPC", LabelSpec(BINARY, ("not_equivalent", "equivalent"), ("f1", "accuracy")),
              tsv_a="#1 String", tsv_b="#2 String", tsv_label="Quality", test=_test("MRPC.tsv")),
-    TaskSpec("stsb", "STS-B", None, None, ("pearson", "spearman"),
-             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv"), score_range=(0.0, 5.0)),
-    TaskSpec("qqp", "QQP", BINARY, ("not_duplicate", "duplicate"), ("f1", "accuracy"),
+    TaskSpec("stsb", "STS-B", LabelSpec(None, None, ("pearson", "spearman"), (0.0, 5.0)),
+             tsv_a="sentence1", tsv_b="sentence2", tsv_label="score", test=_test("STS-B.tsv")),
+    TaskSpec("qqp", "QQP", LabelSpec(BINARY, ("not_duplicate", "duplicate"), ("f1", "accuracy")),
              tsv_a="question1", tsv_b="question2", tsv_label="is_duplicate", tsv_test_id="id",
              hub_a="question1", hub_b="question2", test=_test("QQP.tsv")),
-    TaskSpec("mnli", "MNLI", NLI3, NLI3, ("accuracy",),
+    TaskSpec("mnli", "MNLI", LabelSpec(NLI3, NLI3, ("accuracy",)),
              tsv_a="sentence1", tsv_b="sentence2", tsv_label="gold_label",
              hub_a="premise", hub_b="hypothesis",
              dev=(EvalSplit("matched", "dev_matched.tsv", "validation_matched"),
                   EvalSplit("mismatched", "dev_mismatched.tsv", "validation_mismatched")),
              test=(EvalSplit("matched", "test_matched.tsv", "test_matched", "MNLI-m.tsv"),
                    EvalSplit("mismatched", "test_mismatched.tsv", "test_mismatched", "MNLI-mm.tsv"))),
-    TaskSpec("qnli", "QNLI", NLI2, NLI2, ("accuracy",),
+    TaskSpec("qnli", "QNLI", LabelSpec(NLI2, NLI2, ("accuracy",)),
              tsv_a="question", tsv_b="sentence", tsv_label="label",
              hub_a="question", hub_b="sentence", test=_test("QNLI.tsv")),
-    TaskSpec("rte", "RTE", NLI2, NLI2, ("accuracy",),
+    TaskSpec("rte", "RTE", LabelSpec(NLI2, NLI2, ("accuracy",)),
              tsv_a="sentence1", tsv_b="sentence2", tsv_label="label", test=_test("RTE.tsv")),
-    TaskSpec("wnli", "WNLI", BINARY, ("not_entailment", "entailment"), ("accuracy",),
+    TaskSpec("wnli", "WNLI", LabelSpec(BINARY, ("not_entailment", "entailment"), ("accuracy",)),
              tsv_a="sentence1", tsv_b="sentence2", tsv_label="label", test=_test("WNLI.tsv")),
 ]}
 

@@ -193,7 +193,7 @@ def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: di
 
 
 def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | int]:
-    if task.is_regression:
+    if task.label.is_regression:
         def score(text: str, where: str) -> float:
             try:
                 value = float(text)
@@ -201,7 +201,7 @@ def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | in
                 raise UserError(f"{task.glue_name} score {text!r} is not a number", where=where)
             return require_finite(value, f"{task.glue_name} score {text!r}", where)
         return score
-    names = task.labels
+    names = task.label.labels
     assert names is not None, "labels is None only for regression tasks, handled above"
     index = {label: i for i, label in enumerate(names)}
 
@@ -214,7 +214,7 @@ def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | in
 
 
 def _label_array(task: TaskSpec, labels: Sequence) -> np.ndarray:
-    return np.asarray(labels, dtype=np.float32 if task.is_regression else np.int64)
+    return np.asarray(labels, dtype=np.float32 if task.label.is_regression else np.int64)
 
 
 # ------------------------------------------------------------------------------ datasets layouts
@@ -278,14 +278,14 @@ def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bo
                                 f"({v!r}), not a number", where=f"{cols.source} row {i}",
                                 fix="labels must be the `datasets` GLUE class ids (or STS-B scores)")
         labels = _label_array(task, raw)
-        for i in np.flatnonzero(~np.isfinite(labels))[:1] if task.is_regression else ():
+        for i in np.flatnonzero(~np.isfinite(labels))[:1] if task.label.is_regression else ():
             require_finite(float(labels[i]), f"{task.name} split {name}: the label at row {i} (idx {ids[i]})", cols.source)
-        if not task.is_regression:
-            bad = np.flatnonzero((labels < 0) | (labels >= task.num_labels))
+        if not task.label.is_regression:
+            bad = np.flatnonzero((labels < 0) | (labels >= task.label.num_labels))
             if bad.size:
                 i = int(bad[0])
                 raise UserError(f"{task.name} split {name}: label {int(labels[i])} at row {i} (idx {ids[i]}) "
-                                f"is not one of 0..{task.num_labels - 1}", where=cols.source,
+                                f"is not one of 0..{task.label.num_labels - 1}", where=cols.source,
                                 fix="labels must be the `datasets` GLUE class ids (-1 only in test splits)")
     if not text_a:
         raise UserError(f"{task.name} split {name} has no examples", where=cols.source)

@@ -34,7 +34,7 @@ class GlueTask(SequenceTask):
 
     def __init__(self, spec: TaskSpec, cfg, submission: Path, data_dir: Path | None = None, hub: str | None = None,
                  data: TaskData | None = None):
-        super().__init__(spec.name, resolve_hyper(cfg, spec), spec.label_spec)
+        super().__init__(spec.name, resolve_hyper(cfg, spec), spec.label)
         self.glue, self.submission = spec, Path(submission)
         self.source, self.bad_rows, self.given = (data_dir, hub), cfg.bad_rows, data
 

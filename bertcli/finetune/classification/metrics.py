@@ -82,7 +82,7 @@ LABELS = {"accuracy": "acc", "f1": "F1", "macro_f1": "macro-F1", "mcc": "MCC", "
           "spearman": "Spearman"}
 
 
-def compute(task: LabelSpec | TaskSpec, pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+def compute(task: LabelSpec, pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
     """The task's metrics on one dev set."""
     return {name: METRICS[name](pred, gold) for name in task.metrics}
 
@@ -114,9 +114,10 @@ def metric_header(task: LabelSpec | TaskSpec, dev_names: Sequence[str] | None = 
     else:
         assert isinstance(task, TaskSpec), "a LabelSpec has no dev splits of its own: pass dev_names"
         names = [s.name for s in task.dev]
+    spec = task.label if isinstance(task, TaskSpec) else task
     if len(names) > 1:
-        return "/".join(f"{LABELS[m]}-{short.get(n, n)}" for n in names for m in task.metrics)
-    return "/".join(LABELS[m] for m in task.metrics)
+        return "/".join(f"{LABELS[m]}-{short.get(n, n)}" for n in names for m in spec.metrics)
+    return "/".join(LABELS[m] for m in spec.metrics)
 
 
 __all__ = ["accuracy", "f1_binary", "f1_macro", "matthews", "pearson", "spearman", "average_ranks",

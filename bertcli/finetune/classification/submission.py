@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from bertcli.core.fs import write_text_atomic as write_text
-from bertcli.finetune.classification.glue import TaskSpec
 from bertcli.finetune.classification.labels import LabelSpec
 
 
-def prediction_strings(task: LabelSpec | TaskSpec, predictions: np.ndarray) -> list[str]:
+def prediction_strings(task: LabelSpec, predictions: np.ndarray) -> list[str]:
     """Class ids -> the task's label spellings; scores -> 3 decimals, clipped to the task's
     range where it has one (STS-B: [0, 5])."""
     if task.is_regression:

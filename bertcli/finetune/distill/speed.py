@@ -36,8 +36,8 @@ def export_pair(checkpoint: Path, work: Path) -> tuple[Path, Path]:
 
 def onnx_speed(models: dict[str, Path], work: Path, length: int = 128, repeats: int = 20, batches: int = 4,
                threads: int | None = None) -> dict:
+    from bertcli.config.checkpoint import read_config
     from bertcli.export.backend import OrtBackend
-    from bertcli.model.hf import read_config
 
     sessions, sizes = {}, {}
     vocab = min(read_config(Path(d)).vocab_size for d in models.values())

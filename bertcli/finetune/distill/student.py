@@ -105,7 +105,7 @@ def from_spec(spec: str, teacher: Any, teacher_dir: Path, task, dropout: float |
     torch.manual_seed(seed)
     path = Path(spec)
     if path.is_dir():
-        from bertcli.model.hf import read_config
+        from bertcli.config.checkpoint import read_config
 
         _family_and_vocab(read_config(path), tc, spec)
         _same_tokenizer(path, teacher_dir)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
@@ -34,7 +35,6 @@ from bertcli.finetune.distill import losses
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
-from bertcli.model.hf import read_config
 
 HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_outputs"}
 HEAD_COMMANDS = {"classification": "finetune classify", "token": "finetune ner", "qa": "finetune squad"}
@@ -151,7 +151,7 @@ class Teacher:
             console.log(f"distill: the teacher's logits on {len(train):,} training features kept in {path}")
 
     def _key(self, task, train, cfg) -> str:
-        from bertcli.model.init_from import weights_sha256
+        from bertcli.config.checkpoint import weights_sha256
 
         h = hashlib.sha256(weights_sha256(self.directory).encode() + task.head.encode())
         for a in (train.ids, train.types, train.offsets, *train.per_token.values(), *train.per_feature.values()):

@@ -1,0 +1,63 @@
+"""`bertcli finetune glue` and `bertcli finetune classify` (bertcli.finetune.command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from bertcli.config.options import EncodingOpt
+from bertcli.finetune.command import TaskCommand
+
+
+def glue_options(
+    tasks: str = typer.Option(..., "--task", "-t",
+                             help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
+                                  "several separated by commas, or all (every task found in --data-dir)."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
+                                         help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
+                                              "directory."),
+    hub: str | None = typer.Option(None, "--hub",
+                                   help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+) -> None:
+    """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
+
+
+def run_glue(recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
+             hub: str | None = None) -> dict:
+    from bertcli.finetune.classification.glue_run import run_glue as run
+
+    return run(recipe, checkpoint=checkpoint, task=tasks, data_dir=data_dir, hub=hub, out=out)
+
+
+def classify_options(
+    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
+    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
+    test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
+    text_column: str | None = typer.Option(None, "--text-column",
+                                           help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
+    label_column: str | None = typer.Option(None, "--label-column",
+                                            help="Column of the label (default `label`): strings or ints."),
+    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
+
+
+def run_classify(recipe, checkpoint: Path, out: Path, train: Path, dev: Path, test: Path | None = None,
+                 text_column: str | None = None, text_pair_column: str | None = None, label_column: str | None = None,
+                 regression: bool | None = None, encoding: str | None = None) -> dict:
+    from bertcli.finetune.classification.classify import run_classify as run
+
+    # the column flags override finetune.classify's keys where given (--regression only turns it on)
+    flags = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+             "regression": True if regression else None}
+    return run(recipe, checkpoint=checkpoint, train=Path(train), dev=Path(dev), test=None if test is None else Path(test),
+               out=out, encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
+
+
+COMMANDS = [
+    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",), data_name="GLUE"),
+    TaskCommand("classify", classify_options, run_classify, recipe="classify", inputs=("train", "dev", "test")),
+]

@@ -1,0 +1,74 @@
+"""`bertcli finetune embed` (bertcli.finetune.command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from bertcli.config.options import EncodingOpt, num_option
+from bertcli.core.errors import UserError
+from bertcli.finetune.command import TaskCommand
+
+
+def embed_options(
+    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, a save_to_disk "
+                               "directory, or (--unsupervised) .txt, one sentence per line."),
+    dev: Path | None = typer.Option(None, "--dev", help="Scored after every epoch (best epoch kept): a BEIR directory "
+                                    "(nDCG@10) or a file of scored pairs (Spearman)."),
+    unsupervised: bool = typer.Option(False, "--unsupervised", help="SimCSE: each sentence of --text-column is its "
+                                      "own positive under another dropout mask."),
+    anchor_column: str | None = typer.Option(None, "--anchor-column", help="Column of the anchor (query) (default `anchor`)."),
+    positive_column: str | None = typer.Option(None, "--positive-column", help="Column of the positive (default `positive`)."),
+    negative_column: list[str] | None = typer.Option(None, "--negative-column",
+                                                     help="Hard-negative column(s): repeatable, or a comma list."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Scored pairs: first text (default `text`); "
+                                           "--unsupervised: the sentence."),
+    text_pair_column: str | None = typer.Option(None, "--text-pair-column",
+                                                help="Scored pairs: second text (default `text_pair`)."),
+    score_column: str | None = typer.Option(None, "--score-column",
+                                            help="Scored pairs: the similarity score; selects the CoSENT loss."),
+    dims: str | None = typer.Option(None, "--dims", help="Matryoshka dimensions, e.g. 128,64,32 (at most the hidden size)."),
+    pooling: str | None = typer.Option(None, "--pooling", help="mean (default), cls or max."),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings."),
+    symmetric: bool | None = typer.Option(None, "--symmetric/--one-way",
+                                          help="In-batch negatives both ways (anchor->positive and back)."),
+    mini_batch_size: int | None = num_option(None, "--mini-batch-size", ge=1,
+                                             help="GradCache: texts per forward pass (the loss still sees the whole batch)."),
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Fine-tune a sentence-embedding model (in-batch negatives, CoSENT, SimCSE); writes a sentence-transformers directory."""
+
+
+def int_list(text: str | list[int] | None, flag: str) -> list[int] | None:
+    """`128,64,32` -> [128, 64, 32] (a list passes through); a UserError naming the flag for anything else."""
+    if text is None or isinstance(text, list):
+        return text
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{flag} {text!r} is not a comma list of integers", where="the command line",
+                        fix=f"e.g. {flag} 128,64,32") from None
+    if not values or min(values) < 1:
+        raise UserError(f"{flag} {text!r}: give positive integers", where="the command line", fix=f"e.g. {flag} 128,64,32")
+    return values
+
+
+def run_embed(recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None = None, unsupervised: bool | None = None,
+              anchor_column: str | None = None, positive_column: str | None = None,
+              negative_column: list[str] | None = None, text_column: str | None = None,
+              text_pair_column: str | None = None, score_column: str | None = None,
+              dims: str | list[int] | None = None, pooling: str | None = None, normalize: bool | None = None,
+              symmetric: bool | None = None, mini_batch_size: int | None = None, encoding: str | None = None) -> dict:
+    from bertcli.finetune.embed.task import run_embed as run
+
+    # the flags override finetune.embed's keys where given (--unsupervised only turns it on)
+    flags = {"unsupervised": True if unsupervised else None, "anchor_column": anchor_column,
+             "positive_column": positive_column, "negative_columns": negative_column, "text_column": text_column,
+             "text_pair_column": text_pair_column, "score_column": score_column, "dims": int_list(dims, "--dims"),
+             "pooling": pooling, "normalize": normalize, "symmetric": symmetric, "mini_batch_size": mini_batch_size}
+    return run(recipe, checkpoint=checkpoint, train=Path(train), dev=None if dev is None else Path(dev), out=out,
+               encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
+
+
+COMMANDS = [TaskCommand("embed", embed_options, run_embed, recipe="embed", inputs=("train", "dev"))]

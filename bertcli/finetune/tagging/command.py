@@ -1,0 +1,28 @@
+"""`bertcli finetune ner` (bertcli.finetune.command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from bertcli.config.options import EncodingOpt
+from bertcli.finetune.command import TaskCommand
+
+
+def ner_options(
+    data_dir: Path = typer.Option(..., "--data-dir", "-d",
+                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
+
+
+def run_ner(recipe, checkpoint: Path, out: Path, data_dir: Path, encoding: str | None = None) -> dict:
+    from bertcli.finetune.tagging.task import run_ner as run
+
+    return run(recipe, checkpoint=checkpoint, data_dir=Path(data_dir), out=out, encoding=encoding)
+
+
+COMMANDS = [TaskCommand("ner", ner_options, run_ner, recipe="ner", inputs=("data_dir",))]

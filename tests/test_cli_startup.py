@@ -1,0 +1,85 @@
+"""Startup: `recipes`, `explain`, `info`, `--help` and the input-error paths import no torch,
+transformers or datasets (read from `python -X importtime` of the real command), and `info`
+describes every shipped recipe as shipped (the corpus is needed to build, not to describe)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ONE_THREAD, _env
+
+from bertcli.config.recipe import shipped_recipes
+
+HEAVY = ("torch", "transformers", "datasets")
+LINE = re.compile(r"^import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)$")
+
+
+def importing(*args: str, cwd=None) -> tuple[int, str, str, set[str]]:
+    """(rc, stdout, stderr without the import lines, the top-level packages imported)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bertcli", *args], cwd=cwd, capture_output=True,
+                          text=True, env=_env({**ONE_THREAD, "COLUMNS": "80"}))
+    modules, rest = set(), []
+    for line in proc.stderr.splitlines():
+        m = LINE.match(line)
+        if m:
+            modules.add(m.group(3).split(".")[0])
+        elif not line.startswith("import time:"):
+            rest.append(line)
+    assert "bertcli" in modules, "the import lines were read"
+    return proc.returncode, proc.stdout, "\n".join(rest), modules
+
+
+@pytest.mark.parametrize("name", shipped_recipes())
+def test_info_describes_every_shipped_recipe_without_torch(name, tmp_path):
+    rc, out, err, modules = importing("info", "-r", name, cwd=tmp_path)
+    assert rc == 0, err
+    assert re.search(r"^# model: \w+, vocab [\d,]+$", out, re.M), out[-2000:]
+    assert re.search(r"^#   total +[\d,]+$", out, re.M)
+    assert re.search(r"^#   (corpus|stages) ", out, re.M)
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_info_says_why_stages_are_not_known_for_a_recipe_without_corpus(tmp_path):
+    rc, out, err, _ = importing("info", "-r", "bert-base-chinese", cwd=tmp_path)
+    assert rc == 0, err
+    assert "#   stages  not known yet: corpus.sources is empty" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["recipes"], ["explain"], ["explain", "finetune"], ["--help"], ["pretrain", "--help"],
+    ["finetune", "classify", "--help"],
+])
+def test_describing_commands_import_no_heavy_module(args, tmp_path):
+    rc, out, err, modules = importing(*args, cwd=tmp_path)
+    assert rc == 0, err
+    assert out.strip()
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["pretrain", "-r", "nosuch"], "no shipped recipe"),
+    (["pretrain", "-r", "bert-tiny", "--set", "train.max_steps=abc"], "expected an integer"),
+    (["tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[]"], "corpus.sources is empty"),
+    (["build-data", "-r", "bert-tiny", "--set", "data.masking=x"], "is not one of"),
+    (["fill-mask", "-c", "nowhere", "the [MASK]"], "does not exist"),
+    (["finetune", "glue", "-c", "nowhere", "-t", "sst2"], "does not exist"),
+    (["finetune", "classify", "-c", "ckpt", "--train", "nofile", "--dev", "nofile"], "--train nofile does not exist"),
+    (["finetune", "ner", "-c", "ckpt", "-d", "nodir"], "--data-dir nodir does not exist"),
+    (["finetune", "squad", "-c", "ckpt"], "exactly one of --data-dir"),
+    (["export", "-c", "nowhere", "-o", "b"], "does not exist"),
+    (["predict", "-c", "nowhere", "-i", "x.txt"], "does not exist"),
+    (["features", "-c", "nowhere", "-i", "x.txt", "-o", "f.npy"], "does not exist"),
+    (["evaluate", "-c", "nowhere", "--corpus", "x.txt"], "does not exist"),
+    (["explain", "nosuch"], "unknown section"),
+])
+def test_input_errors_import_no_heavy_module(args, needle, tmp_path):
+    ckpt = tmp_path / "ckpt"            # a checkpoint directory as far as the first checks read it
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForPreTraining"]}')
+    (ckpt / "vocab.txt").write_text("[PAD]\n")
+    rc, _, err, modules = importing(*args, cwd=tmp_path)
+    assert rc == 2 and "error:" in err and needle in err, err
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))

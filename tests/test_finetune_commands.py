@@ -1,0 +1,113 @@
+"""A fine-tuning task is its folder: a `command.py` there makes `bertcli finetune NAME` and
+`bertcli.finetune(NAME, ...)`, with the shared options, output checks and lock, and no edit to
+the CLI or the API (bertcli.finetune.command)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import bertcli.finetune
+from bertcli import api
+from bertcli.finetune import command as task_commands
+
+TOY = '''
+from pathlib import Path
+
+import typer
+
+from bertcli.config.options import num_option
+from bertcli.finetune.command import TaskCommand
+
+
+def toy_options(
+    words: Path = typer.Option(..., "--words", help="A file of words."),
+    repeat: int = num_option(2, "--repeat", ge=1, help="Times."),
+) -> None:
+    """Count the words of a file, a toy task."""
+
+
+def run_toy(recipe, checkpoint, out, words, repeat=2):
+    n = len(Path(words).read_text().split()) * repeat
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(f'{{"count": {n}, "epochs": {recipe.finetune.epochs}}}')
+    return {"count": n}
+
+
+COMMANDS = [TaskCommand("toy", toy_options, run_toy, recipe="classify", inputs=("words",))]
+'''
+
+
+@pytest.fixture
+def toy_task(tmp_path, monkeypatch):
+    """A task folder `toy/` outside the package, on bertcli.finetune's search path."""
+    root = tmp_path / "tasks"
+    (root / "toy").mkdir(parents=True)
+    (root / "toy" / "__init__.py").write_text("")
+    (root / "toy" / "command.py").write_text(textwrap.dedent(TOY))
+    monkeypatch.setattr(bertcli.finetune, "__path__", [*bertcli.finetune.__path__, str(root)])
+    ck = tmp_path / "ck"                       # a checkpoint directory, as far as the checks before a run read it
+    ck.mkdir()
+    (ck / "config.json").write_text("{}")
+    yield
+    for name in [m for m in sys.modules if m.startswith("bertcli.finetune.toy")]:
+        del sys.modules[name]
+
+
+def test_the_shipped_tasks_are_found_in_their_folders():
+    found = task_commands.discover()
+    assert list(found) == ["glue", "classify", "embed", "squad", "ner"]
+    assert {c.name: c.recipe for c in found.values()} == {"glue": "glue", "classify": "classify", "embed": "embed",
+                                                           "squad": "squad", "ner": "ner"}
+    assert found["squad"].default_kind({"version": 2}) == "squad_v2" and found["ner"].default_kind({}) == "ner"
+
+
+def test_a_new_task_folder_is_a_command_with_the_shared_options(toy_task, tmp_path):
+    from bertcli.cli import task_command
+
+    cmd = task_commands.get("toy")
+    app = typer.Typer()
+    app.command("toy")(task_command(cmd))
+    app.command("other")(lambda: None)        # two commands: typer then keeps the name on the line
+    words = tmp_path / "words.txt"
+    words.write_text("a b c\n")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["toy", "-c", str(tmp_path / "ck"), "--words", str(words), "--repeat", "3", "-o", str(out),
+                                 "--set", "finetune.epochs=7"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert json.loads((out / "results.json").read_text()) == {"count": 9, "epochs": 7}
+    assert (out / ".bertcli-output.json").is_file()          # marked as every fine-tuning output is
+    help_text = CliRunner().invoke(app, ["toy", "--help"], env={"COLUMNS": "200"}).output
+    for flag in ("--checkpoint", "--recipe", "--set", "--out", "--force", "--words", "--repeat"):
+        assert flag in help_text, flag
+    assert "Count the words of a file" in help_text
+
+
+def test_a_new_task_is_in_the_api_with_the_output_checks(toy_task, tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text("a b\n")
+    assert api.finetune("toy", tmp_path / "ck", out=tmp_path / "o", words=words) == {"count": 4}
+    from bertcli.core.errors import UserError
+
+    with pytest.raises(UserError, match="marker|bertcli"):      # a second run without --force is refused
+        api.finetune("toy", tmp_path / "ck", out=tmp_path / "o", words=words)
+    with pytest.raises(UserError):                              # --out may not be an input
+        api.finetune("toy", tmp_path / "ck", out=words, words=words)
+    with pytest.raises(UserError, match="toy"):                 # a misspelt task names the closest
+        api.finetune("tyo", tmp_path / "ck")
+
+
+def test_a_task_may_not_redeclare_a_shared_option(toy_task, monkeypatch):
+    from bertcli.cli import task_command
+
+    def bad(out: Path = typer.Option(None, "--out")) -> None: ...
+
+    cmd = task_commands.TaskCommand("bad", bad, lambda *a, **k: {}, recipe="classify")
+    with pytest.raises(AssertionError, match="out"):
+        task_command(cmd)
