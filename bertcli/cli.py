@@ -61,6 +61,45 @@ RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a s
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
 
 
+# The hyperparameters every `finetune` command takes as flags (run_glue / run_ner's names), each
+# the recipe key it sets: (parameter, flag, recipe key, type, FinetuneConfig field or bounds, help).
+FINETUNE_FLAGS = (
+    ("lr", "--lr", "finetune.learning_rate", float, "learning_rate",
+     "Peak learning rate (default: auto, from the model's size)."),
+    ("epochs", "--epochs", "finetune.epochs", float, "epochs", "Passes over the training set."),
+    ("batch_size", "--batch-size", "finetune.batch_size", int, "batch_size", "Training sequences per optimizer step."),
+    ("max_seq_length", "--max-seq-length", "finetune.max_seq_length", int, "max_seq_length",
+     "Tokens per example (special tokens included); longer ones are truncated or windowed."),
+    ("seed", "--seed", "seed", int, None, "Seed of the head's initialization, dropout and example order."),
+)
+
+
+def finetune_flags(command):
+    """Add FINETUNE_FLAGS to a finetune command: each given flag becomes a `--set` item after the
+    command's own (so a flag wins over --set and the recipe, and over a task block's value of the
+    recipe file: config.recipe.general_keys_win). Written once for every finetune command."""
+    import functools
+    import inspect
+
+    params = []
+    for name, flag, _key, tp, field_name, help_text in FINETUNE_FLAGS:
+        opt = (num_option(None, flag, of=(FinetuneConfig, field_name), help=help_text) if field_name
+               else num_option(None, flag, ge=0, help=help_text))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        given = {key: kwargs.pop(name) for name, _, key, *_ in FINETUNE_FLAGS}
+        kwargs["set_"] = [*(kwargs.get("set_") or []),
+                          *(f"{key}={json.dumps(value)}" for key, value in given.items() if value is not None)]
+        return command(*args, **kwargs)
+
+    sig = inspect.signature(command)
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *params])
+    wrapper.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
+    return wrapper
+
+
 def _recipe(spec: str | None, overrides: list[str] | None, command: Command | None = "pretrain",
             writes: bool = False):
     """Load the recipe; check it was made for `command` (pretrain / tokenize / build-data use the
@@ -450,7 +489,7 @@ def task_command(cmd: task_commands.TaskCommand):
 
 
 for _cmd in task_commands.discover().values():
-    finetune_app.command(_cmd.name)(task_command(_cmd))
+    finetune_app.command(_cmd.name)(finetune_flags(task_command(_cmd)))
 
 
 class _Command(typer.core.TyperCommand):

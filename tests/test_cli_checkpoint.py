@@ -77,3 +77,14 @@ def test_empty_directory_and_missing_path(tmp_path):
     assert_user_error(r, "no config.json in empty", "final/ and checkpoints/")
     r = run_cli("export", "-c", "nowhere", "-o", "b", cwd=tmp_path)
     assert_user_error(r, "checkpoint directory nowhere does not exist")
+
+
+def test_resume_command_of_a_default_output_dir(tmp_path, pretrained_tiny):
+    """A run at the default output_dir (null: runs/NAME) gets the plain resume command, run from
+    the directory the run was started in; elsewhere the command says where the run is."""
+    run = _interrupted_run(tmp_path, pretrained_tiny, finished=False)
+    (run / "recipe.yaml").write_text("name: bert-tiny\noutput_dir: null\n")
+    r = run_cli("fill-mask", "-c", "runs/bert-tiny/final", "the [MASK] sat", cwd=tmp_path)
+    assert_user_error(r, "`bertcli pretrain -r runs/bert-tiny/recipe.yaml --resume auto`")
+    r = run_cli("fill-mask", "-c", run / "final", "the [MASK] sat", cwd=run)
+    assert_user_error(r, f"--resume auto --set output_dir={run}`")

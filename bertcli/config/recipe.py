@@ -151,6 +151,7 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     given = frozenset(k for k in raw if k in SECTIONS)      # sections the file itself sets
     for item in overrides:
         apply_override(raw, item, lines)
+    general_keys_win(raw, [item.split("=", 1)[0].strip() for item in overrides])
     recipe = build(Recipe, raw, "", Ctx(where, lines))
     recipe.source = where
     recipe.given_sections = given               # read by check_purpose; not a recipe field
@@ -239,6 +240,28 @@ def apply_override(raw: dict, item: str, lines: dict[str, int]) -> None:
         node = nxt
     node[parts[-1]] = value
     lines[key] = 0  # 0 marks "from --set" in messages
+
+
+def general_keys_win(raw: dict, set_keys: list[str]) -> None:
+    """A general fine-tuning key given on the command line (`--set finetune.learning_rate=...`,
+    `--lr`) applies to every task: a task block of the recipe file that sets the same key
+    (finetune.ner.learning_rate, finetune.tasks.rte.epochs) would otherwise win silently. The
+    block's value is dropped, and the log says so; a block key the command line sets itself
+    still wins over the general one."""
+    ft = raw.get("finetune")
+    if not isinstance(ft, dict):
+        return
+    given = set(set_keys)
+    training = {f.name for f in dataclasses.fields(sections.TaskOverrides)}
+    blocks = [(name, block) for name, block in ft.items() if isinstance(block, dict) and name != "tasks"]
+    if isinstance(ft.get("tasks"), dict):
+        blocks += [(f"tasks.{name}", block) for name, block in ft["tasks"].items() if isinstance(block, dict)]
+    for key in sorted(training & {k.removeprefix("finetune.") for k in given if k.count(".") == 1}):
+        for name, block in blocks:
+            path = f"finetune.{name}.{key}"
+            if block.get(key) is not None and path not in given:
+                console.log(f"finetune.{key}={ft[key]} from the command line applies over {path}={block[key]} of the recipe")
+                del block[key]
 
 
 # ------------------------------------------------------------------------------ resolution
@@ -425,6 +448,8 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
     rows = []
+    if section == "finetune":          # the top-level seed is a fine-tuning setting too (--seed)
+        rows += [row for row in explain(None) if row[0] == "seed"]
     for f in dataclasses.fields(cls):
         if f.metadata.get("internal"):
             continue

@@ -342,7 +342,9 @@ class TrainConfig:
 class TaskOverrides:
     """The training keys a task's block may set over the finetune section's (null: the section's
     value). Every task block (finetune.tasks.<glue task>, classify, ner, squad, squad_v2) has
-    them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values."""
+    them; a task's shipped recipe (recipes/<task>.yaml) sets its paper's values. A general key
+    given on the command line (`--set finetune.epochs=2`, `--epochs 2`) applies over a block
+    value of the recipe file, and the log says so."""
 
     learning_rate: float | None = num(None, gt=0.0)
     """Overrides finetune.learning_rate for this task."""
@@ -514,8 +516,11 @@ class EmbedConfig(TaskOverrides):
 
 @dataclass
 class FinetuneConfig:
-    learning_rate: float = num(2e-5, gt=0.0)
-    """Peak learning rate (BERT's paper searched 5e-5, 4e-5, 3e-5, 2e-5)."""
+    learning_rate: float | Literal["auto"] = num("auto", gt=0.0)
+    """Peak learning rate (--lr). `auto`: from the model's size (bertcli/finetune/auto_lr.py):
+    1e-3 up to 2M encoder weights (measured on the quickstart's bert-tiny), 1e-4 up to 30M (Turc
+    et al. 2019's small BERTs), else the task's BERT-paper rate (GLUE / classify 2e-5, NER 5e-5,
+    SQuAD 3e-5); the log and results.json say which rate and why. A number is used as given."""
     epochs: float = num(3.0, gt=0.0)
     """Passes over the training set."""
     batch_size: int = num(32, ge=1)
@@ -548,6 +553,10 @@ class FinetuneConfig:
     freeze_encoder: bool = False
     """Train only the pooler and the classifier on the frozen encoder, which runs without dropout
     (BERT's feature-based approach): a probe of what pretraining put into the representations."""
+    select: Literal["best", "last"] = "best"
+    """The epoch whose weights are saved and reported: `best` (highest dev score; a tie goes to
+    the later epoch when its training loss is lower) or `last` (as transformers' Trainer without
+    load_best_model_at_end)."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"

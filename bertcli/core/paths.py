@@ -181,7 +181,9 @@ def _resume_command(run_dir: Path) -> str:
     try:
         import yaml
 
-        out = (yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}).get("output_dir")
+        data = yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
+        # output_dir null means runs/NAME, from the directory the command runs in
+        out = data.get("output_dir") or Path("runs") / str(data.get("name"))
     except Exception:  # an unreadable recipe.yaml: pretrain itself will say what is wrong with it
         out = None
     if out is None or Path(str(out)).absolute() != run_dir.absolute():

@@ -27,11 +27,15 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import advise_threads
+from bertcli.core.testhooks import pause_point
+from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
+from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Task
 from bertcli.model import load_checkpoint
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
+from bertcli.train.loop import StopFlag
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -52,6 +56,9 @@ class FitResult:
     dev_metrics: dict[str, dict[str, float]]             # of the best epoch, by dev split name
     history: list[dict] = field(default_factory=list)    # one entry per evaluation
     steps: int = 0
+    train_loss: float | None = None                      # of the kept epoch (finetune.select's tie rule)
+    interrupted: int | None = None                       # the signal that stopped the run early
+    total_steps: int = 0
 
 
 def schedule_lengths(n_train: int, hyper: Hyper) -> tuple[int, int, int]:
@@ -143,6 +150,8 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
             model.encoder.eval()
 
     train_mode()
+    if isinstance(hyper.learning_rate, str):      # "auto" from a caller that skipped run_task
+        choose_learning_rate(task, model)
     opt = build_optimizer(model, "adamw", hyper.learning_rate, (cfg.beta1, cfg.beta2), cfg.eps,
                           hyper.weight_decay, device)
     extra = [] if teacher is None else teacher.attach(opt, device)  # before the scheduler sets each group's lr
@@ -156,13 +165,15 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
     best_state: dict[str, torch.Tensor] | None = None
     history: list[dict] = []
     step, epoch = 0, 0
-    with console.progress(f"fine-tuning {task.name}", total=total) as bar:
-        while step < total:
+    select = getattr(cfg, "select", "best")
+    with StopFlag() as stop, fit_progress(f"fine-tuning {task.name}", total, hyper.epochs) as bar:
+        while step < total and stop.signum is None:
             epoch += 1
             perm = torch.randperm(len(train), generator=order_rng).numpy()
             losses = []
             for start in range(0, len(perm), hyper.batch_size):
-                if step >= total:
+                pause_point(f"finetune-step-{step + 1}", until=lambda: stop.signum is not None)
+                if step >= total or stop.signum is not None:
                     break
                 batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
                 with autocast(cfg.precision, device):
@@ -174,23 +185,31 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
                 value = float(loss.detach())
                 if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
                     losses.append(value)
+                lr_now = float(sched.get_last_lr()[0])
                 sched.step()
                 step += 1
-                bar.advance(1)
+                bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
+            if stop.signum is not None:
+                break                        # a part-epoch is neither evaluated nor kept
             dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
             train_mode()
             score = task.score(dev)
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             "dev": dev, "score": score})
-            is_best = best is None or score > best.best_score
+            is_best = outcome.keeps(select, score, history[-1]["train_loss"], None if best is None else best.best_score,
+                                    None if best is None else best.train_loss)
             console.log(f"{task.name} epoch {epoch}: loss {history[-1]['train_loss'] or float('nan'):.4f}, "
                         f"{task.format(dev)}" + (" (best)" if is_best else ""))
             if is_best:
-                best = FitResult(epoch, score, dev)
+                best = FitResult(epoch, score, dev, train_loss=history[-1]["train_loss"])
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-    assert best is not None and best_state is not None, "at least one epoch ran"
+    if best is None or best_state is None:
+        assert stop.signum is not None, "at least one epoch ran"
+        console.log(f"stopped by {outcome.signal_name(stop.signum)} at step {step:,}/{total:,}, before the first "
+                    f"epoch ended: nothing was kept (no epoch had been evaluated)")
+        raise outcome.Interrupted(stop.signum)
     model.load_state_dict(best_state)
-    best.history, best.steps = history, step
+    best.history, best.steps, best.total_steps, best.interrupted = history, step, total, stop.signum
     return best
 
 
@@ -238,6 +257,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     else:
         model, report = teacher.student(task, cfg, recipe.seed)
     check_fit(model, tok, hyper.max_seq_length, checkpoint)
+    lr = choose_learning_rate(task, model)
     zero_types = model.config.type_vocab_size < 2
 
     train = task.featurize(data.train, tok, zero_types)
@@ -254,6 +274,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     start = time.monotonic()
     result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
     seconds = time.monotonic() - start
+    chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
     def run(split, feats):
         return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
@@ -264,8 +285,12 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
             task.save_model(model, tmp, checkpoint)
         for split, feats in devs.values():
             task.write_predictions(split, run(split, feats), tmp, "dev")
-        written = [p for split, feats in tests.values()
-                   for p in task.write_predictions(split, run(split, feats), tmp, "test")]
+        written, test_metrics = [], {}
+        for split, feats in tests.values():
+            predictions = run(split, feats)
+            written += task.write_predictions(split, predictions, tmp, "test")
+            if task.has_gold(split):           # scored as run_glue / run_ner score a labelled test set
+                test_metrics[split.name] = task.evaluate(split, predictions)
         # listed by where they are once the folder is renamed (a task may write elsewhere)
         test_files = [str(final / Path(p).relative_to(tmp)) if Path(p).is_relative_to(tmp) else str(p)
                       for p in written]
@@ -279,7 +304,58 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
                      **{f"dev_{s.name}": len(s) for s in data.dev}, **{f"test_{s.name}": len(s) for s in data.test},
                      **data.facts},
             "steps": result.steps, "train_seconds": round(seconds, 1), **task.test_record(test_files),
-            **task.results(), **({} if teacher is None else teacher.results(model, tmp, result)),
+            **task.results(),
+            **run_facts(cfg, lr, result, test_metrics, chance),
+            **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
+    if result.interrupted is not None:
+        console.log(f"stopped by {outcome.signal_name(result.interrupted)} at step {result.steps:,}/"
+                    f"{result.total_steps:,}: kept epoch {result.best_epoch} (dev score {result.best_score:.4f}, the "
+                    f"{'best' if getattr(cfg, 'select', 'best') == 'best' else 'last'} of the "
+                    f"{len(result.history)} evaluated) in {final}" + ("" if cfg.save_model else " (results only: "
+                    "finetune.save_model is false)") + "; results.json records the stop")
+        raise outcome.Interrupted(result.interrupted, results)
     return results
+
+
+# ------------------------------------------------------------------------------------ run facts
+def choose_learning_rate(task: Task, model) -> auto_lr.LrChoice:
+    """`finetune.learning_rate: auto` resolved from the model's size (auto_lr), into the task's
+    settings; said in the log."""
+    choice = auto_lr.choose(task.hyper.learning_rate, model.config, task.name)
+    task.hyper.learning_rate = choice.value
+    task.hyper.values["learning_rate"] = choice.value
+    if choice.source == "auto":
+        console.log(f"{task.name}: learning rate {choice.value:g} (finetune.learning_rate: auto; {choice.reason}); "
+                    "--lr sets another")
+    return choice
+
+
+def baselines(task: Task, devs: dict) -> dict[str, tuple[str, float, int]]:
+    """dev split -> (main metric, its value for the task's majority-class baseline, examples);
+    empty for a task without one (regression, SQuAD)."""
+    out = {}
+    for name, (split, _) in devs.items():
+        constant = task.baseline(split)
+        if constant is None:
+            continue
+        metrics = task.evaluate(split, constant)
+        metric, n = task.chance_metric(split)
+        metric = metric or next(iter(metrics))
+        out[name] = (metric, float(metrics[metric]), n)
+    return out
+
+
+def run_facts(cfg, lr: auto_lr.LrChoice, result: FitResult, test_metrics: dict, chance: dict | None) -> dict:
+    """results.json's entries for the rate, the kept epoch's rule, the scored test splits, a
+    chance-level finding and a stop by signal."""
+    facts: dict = {"learning_rate": lr.record(), "select": getattr(cfg, "select", "best")}
+    if test_metrics:
+        facts["test"] = test_metrics
+    if chance is not None:
+        facts["chance"] = chance
+    if result.interrupted is not None:
+        facts["interrupted"] = {"signal": outcome.signal_name(result.interrupted), "step": result.steps,
+                                "total_steps": result.total_steps}
+    return facts

@@ -54,9 +54,15 @@ def train(task: Task, recipe, checkpoint: Path, out: Path, init: str = "pretrain
     table and where the output is."""
     results = run_task(task, recipe, Path(checkpoint), Path(out), init=init)
     if show:
-        console.summary(task.summary_title(results), task.summary_rows(results))
+        console.summary(task.summary_title(results), task.summary_rows(results) + test_rows(task, results))
         console.log(f"model and predictions in {out}")
     return results
+
+
+def test_rows(task: Task, results: dict) -> list[tuple[str, str]]:
+    """Summary rows of the scored test splits (those with gold labels), after the dev rows."""
+    return [("test" if name == "test" else f"test {name}", task.format({name: m}))
+            for name, m in results.get("test", {}).items()]
 
 
 def finetune(task: Task, recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",

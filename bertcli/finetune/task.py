@@ -75,7 +75,7 @@ if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions 
 class Hyper:
     """The resolved fine-tuning settings of one task (finetune section + its task block)."""
 
-    learning_rate: float
+    learning_rate: float             # "auto" until the engine resolves it (finetune/auto_lr.py)
     epochs: float
     batch_size: int
     max_seq_length: int
@@ -235,6 +235,21 @@ class Task(Generic[S, P]):
         from bertcli.model.checkpoint import save_checkpoint  # torch: only when a model is saved
 
         save_checkpoint(model, directory, tokenizer_dir=checkpoint)
+
+    def has_gold(self, split: S) -> bool:
+        """Whether `split` carries gold labels, so that a test split is scored as well (as
+        run_glue / run_ner score a labelled test set)."""
+        return getattr(split, "labels", None) is not None
+
+    def baseline(self, split: S) -> P | None:
+        """The majority-class predictions for `split` (the chance level the engine compares the
+        dev metric with); None: no such baseline (regression, span extraction)."""
+        return None
+
+    def chance_metric(self, split: S) -> tuple[str | None, int]:
+        """(metric, independent draws) the chance check compares with the baseline's: None for
+        the main metric, over the split's examples."""
+        return None, len(split)
 
     @property
     def model_kwargs(self) -> dict:

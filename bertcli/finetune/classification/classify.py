@@ -3,7 +3,8 @@
 Files: `.csv` (standard quoting), `.tsv` (split on tabs only, no quote processing, as GLUE's
 files), `.jsonl` (one object per line), `.parquet`, or a `datasets` save_to_disk directory
 (one Dataset, or a DatasetDict whose split is taken by name: train / validation / test). Every
-file needs the text column (and the pair column when given); train and dev need the label.
+file needs the text column (and the pair column when given); train and dev need the label; a
+test file that has it is scored as well ("test" in results.json and the summary).
 
 Labels are strings or ints; class ids follow the sorted training labels (numerically when they
 are all numbers). `--regression` predicts a number instead (labels must all be numbers).
@@ -143,7 +144,9 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str 
     dev_split = to_split(read_table(dev, "dev", opts), "dev", block, labels, True)
     tests = []
     if test is not None:
-        tests.append(to_split(read_table(test, "test", opts), "test", block, labels, labelled=False))
+        # a test file with the label column is scored too (run_glue's --do_predict with labels)
+        t = read_table(test, "test", opts)
+        tests.append(to_split(t, "test", block, labels, labelled=block.label_column in t.names()))
     if labels is not None and len(labels) > 0.5 * len(train_split) and all(_number(n) is not None for n in labels):
         console.log(f"warning: {len(labels):,} distinct numeric labels in {len(train_split):,} rows: "
                     "a regression task? (--regression)")

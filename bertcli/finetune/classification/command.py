@@ -33,7 +33,8 @@ def run_glue(recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | N
 def classify_options(
     train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
     dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
-    test: Path | None = typer.Option(None, "--test", help="Test file (labels not needed): predictions are written for it."),
+    test: Path | None = typer.Option(None, "--test", help="Test file: predictions are written for it; "
+                                            "with the label column it is scored too."),
     text_column: str | None = typer.Option(None, "--text-column",
                                            help="Column of the text (default: finetune.classify.text_column, `text`)."),
     text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),

@@ -251,10 +251,20 @@ def _from_columns(task: TaskSpec, splits: dict[str, Table], layout: str, source:
 
     train = _columns_split(need("train"), task, "train", labeled=True)
     dev = [_columns_split(need(s.hub_split), task, s.name, labeled=True) for s in task.dev]
-    test = [_columns_split(splits[s.hub_split], task, s.name, labeled=False) for s in task.test if s.hub_split in splits]
+    test = [_columns_split(splits[s.hub_split], task, s.name, labeled=_gold(splits[s.hub_split]))
+            for s in task.test if s.hub_split in splits]
     if ax is not None:
         test.append(_columns_split(ax, task, AX.name, labeled=False, ax=True))
     return TaskData(task, layout, source, train, dev, test)
+
+
+def _gold(cols: Table) -> bool:
+    """A test split with real labels (the `datasets` GLUE test splits hold -1 everywhere): it is
+    scored as well as predicted."""
+    if "label" not in cols.names():
+        return False
+    raw = cols.column("label")
+    return bool(raw) and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v != -1 for v in raw)
 
 
 def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bool = False) -> Split:

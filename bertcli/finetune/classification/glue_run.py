@@ -91,7 +91,8 @@ def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, 
     results = {t.name: runner.train(t, recipe, checkpoint, folder, show=False) for t, folder in zip(tasks, folders)}
     summary = summarize(results)
     write_json(out / "glue_results.json", summary)
-    rows = [row for t in sorted(tasks, key=lambda t: GLUE_ORDER.index(t.name)) for row in t.summary_rows(results[t.name])]
+    rows = [row for t in sorted(tasks, key=lambda t: GLUE_ORDER.index(t.name))
+            for row in t.summary_rows(results[t.name]) + runner.test_rows(t, results[t.name])]
     avg = summary["glue_average"]
     if len(results) > 1 and avg is not None:
         n = len(summary["tasks_in_average"])
@@ -133,7 +134,8 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
 def summarize(results: dict[str, dict]) -> dict:
     scores = {name: r["score"] for name, r in results.items()}
     return {
-        "tasks": {name: {"dev": r["dev"], "score": r["score"], "best_epoch": r["best_epoch"]}
+        "tasks": {name: {"dev": r["dev"], "score": r["score"], "best_epoch": r["best_epoch"],
+                         **({"test": r["test"]} if "test" in r else {})}
                   for name, r in results.items()},
         "glue_average": metrics.glue_average(scores),
         "tasks_in_average": [t for t in GLUE_ORDER if t in scores],

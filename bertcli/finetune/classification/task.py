@@ -83,6 +83,14 @@ class SequenceTask(Task[Split, np.ndarray]):
     def score(self, dev_metrics: dict) -> float:
         return metrics.task_score(self.spec, dev_metrics)
 
+    def baseline(self, split: Split) -> np.ndarray | None:
+        """The split's own most frequent class for every example, the best any constant answer
+        scores (None for regression)."""
+        gold = split.labels if split.labels is not None else self.data.train.labels
+        if self.spec.is_regression or gold is None or not len(gold):
+            return None
+        return np.full(len(split), np.bincount(gold.astype(np.int64)).argmax(), dtype=np.int64)
+
     def format(self, dev_metrics: dict) -> str:
         return f"{metrics.metric_header(self.spec, list(dev_metrics))} {metrics.format_metrics(self.spec, dev_metrics)}"
 

@@ -169,6 +169,18 @@ class NerTask(Task[TagSplit, list[list[str]]]):
     def results(self) -> dict:
         return {"labels": list(self.labels), "scheme": self.scheme}
 
+    def has_gold(self, split: TagSplit) -> bool:
+        return True                         # every split's file carries its tags (the reader requires them)
+
+    def baseline(self, split: TagSplit) -> list[list[str]]:
+        """Every word `O`, the majority tag: entity F1 0."""
+        return [["O"] * len(words) for words in split.tokens]
+
+    def chance_metric(self, split: TagSplit) -> tuple[str | None, int]:
+        """Token accuracy over the words: the all-`O` baseline's entity F1 is 0 and has no
+        spread to compare with, its word accuracy (the share of `O`) has one."""
+        return "accuracy", sum(len(words) for words in split.tokens)
+
     def summary_title(self, results: dict) -> str:
         return f"NER dev results (x100), epoch {results['best_epoch']}"
 
