@@ -53,6 +53,7 @@ Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
 
 __all__ = [
     "build_data",
+    "distill",
     "embed",
     "evaluate_embed",
     "export",
@@ -190,6 +191,31 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
     official EM / F1. Returns results.json's content."""
     return finetune("squad", checkpoint, recipe, overrides, out, force, data_dir=_path(data_dir), hub=hub,
                     version=version)
+
+
+def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], train: PathLike | None = None,
+            dev: PathLike | None = None, test: PathLike | None = None, data_dir: PathLike | None = None,
+            hub: str | None = None, version: int = 1, text_column: str | None = None,
+            text_pair_column: str | None = None, label_column: str | None = None, layers: int | None = None,
+            student: str | None = None, unlabelled: PathLike | None = None, recipe: PathLike | None = "distill",
+            overrides: Overrides = None, out: PathLike | None = None, encoding: str | None = None,
+            force: bool = False) -> dict:
+    """Distill the fine-tuned `checkpoint` (the teacher) into a smaller student on `task`, read
+    with the finetune commands' data arguments (classify: train / dev / test and the columns;
+    ner: data_dir; squad: data_dir or hub, version). The student: `layers` of the teacher's
+    (default 4), or `student`, a checkpoint directory or recipe of the teacher's family and
+    vocabulary. `unlabelled` (classify): texts only the teacher labels. Returns results.json's
+    content, whose `distill` entry puts teacher and student side by side."""
+    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    r = load(recipe, overrides, "finetune")
+    checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/
+    dest = Path(out) if out is not None else default_out(Path(checkpoint), "distill")
+    with writing(dest, force, [checkpoint, train, dev, test, data_dir, unlabelled]):
+        from bertcli.finetune.distill.run import make_task, run_distill  # torch: after the output is checked
+
+        t, r = make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding,
+                         **{k: v for k, v in columns.items() if v is not None})
+        return run_distill(r, Path(checkpoint), t, dest, layers=layers, student=student, unlabelled=_path(unlabelled))
 
 
 # ------------------------------------------------------------------------------ using a model

@@ -326,6 +326,50 @@ def predict_cmd(
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
+@app.command("distill")
+def distill_cmd(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
+                                    help="The teacher: a model `bertcli finetune` wrote (or a transformers checkpoint with "
+                                         "a classification, token-classification or question-answering head)."),
+    task: str = typer.Option(..., "--task", "-t", help="classify, ner or squad: the teacher's task and its data flags."),
+    train: Path | None = typer.Option(None, "--train", help="classify: the training file (as finetune classify)."),
+    dev: Path | None = typer.Option(None, "--dev", help="classify: the dev file, scored after every epoch."),
+    test: Path | None = typer.Option(None, "--test", help="classify: a test file to predict."),
+    text_column: str | None = typer.Option(None, "--text-column", help="classify: column of the text."),
+    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="classify: column of the second text."),
+    label_column: str | None = typer.Option(None, "--label-column", help="classify: column of the label."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="ner, squad: the data (as finetune ner / squad)."),
+    hub: str | None = typer.Option(None, "--hub", help="squad: a `datasets` name (needs the network)."),
+    version: int = num_option(1, "--version", ge=1, le=2, help="squad: 1 (v1.1) or 2 (v2.0)."),
+    layers: int | None = num_option(None, "--layers", ge=1,
+                                    help="Student of K of the teacher's layers, evenly spaced, with its embeddings and head "
+                                         "(default 4)."),
+    student: str | None = typer.Option(None, "--student",
+                                       help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
+                                            "(a fresh head)."),
+    unlabelled: Path | None = typer.Option(None, "--unlabelled",
+                                           help="classify: more texts (the --text-column of a csv/tsv/jsonl/parquet) that only "
+                                                "the teacher labels."),
+    recipe: str = typer.Option("distill", "--recipe", "-r",
+                               help="Recipe whose `finetune` section (and its `distill` block) is used."),
+    set_: list[str] | None = SetOpt,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/distill/<teacher name>)."),
+    force: bool = OutForceOpt,
+    encoding: str | None = EncodingOpt,
+) -> None:
+    """Distill a fine-tuned model into a smaller, faster student (soft targets at a temperature, the hard labels,
+    optionally hidden states and attention); the student is an ordinary fine-tuned model directory."""
+    from bertcli import api
+
+    if task not in ("classify", "ner", "squad"):
+        raise UserError(f"--task {task!r} is not one of classify, ner, squad", where="--task",
+                        fix="e.g. --task classify --train train.csv --dev dev.csv")
+    api.distill(checkpoint, cast("Literal['classify', 'ner', 'squad']", task), train=train, dev=dev, test=test,
+                data_dir=data_dir, hub=hub, version=version, text_column=text_column,
+                text_pair_column=text_pair_column, label_column=label_column, layers=layers, student=student,
+                unlabelled=unlabelled, recipe=recipe, overrides=set_, out=out, encoding=encoding, force=force)
+
+
 @app.command()
 def features(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c",

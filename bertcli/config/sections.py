@@ -434,6 +434,40 @@ class NerConfig(TaskOverrides):
 
 
 @dataclass
+class DistillConfig:
+    """`bertcli distill`: a smaller student taught by a fine-tuned teacher. The loss is
+    soft_weight * KL(teacher || student at `temperature`) * T^2 + hard_weight * the task's loss
+    + hidden_weight * hidden-state MSE + attention_weight * attention KL. Defaults follow
+    DistilBERT (Sanh et al. 2019: T = 2, soft and hard losses together) with Hinton et al.
+    2015's T^2 scaling; TinyBERT (Jiao et al. 2020) adds the intermediate-layer losses with
+    weight 1 each (set hidden_weight and attention_weight to 1.0 for it)."""
+
+    temperature: float = num(2.0, gt=0.0)
+    """Softmax temperature of both models' logits in the soft loss (DistilBERT: 2; TinyBERT's
+    prediction layer: 1). The loss is scaled by T^2 so its gradients keep their size."""
+    soft_weight: float = num(0.5, ge=0.0)
+    """Weight of the soft-target loss (QA: start and end distributions; NER: the labels of
+    each word's first sub-token; regression: MSE to the teacher's score)."""
+    hard_weight: float = num(0.5, ge=0.0)
+    """Weight of the task's own loss on the gold labels (unlabelled examples have none)."""
+    hidden_weight: float = num(0.0, ge=0.0)
+    """Weight of the MSE between mapped hidden states (embeddings and layers; TinyBERT: 1.0). A
+    student of another hidden size learns a projection to the teacher's."""
+    attention_weight: float = num(0.0, ge=0.0)
+    """Weight of the KL between the mapped layers' attention distributions, averaged over heads
+    and real tokens (TinyBERT, MiniLM: 1.0). Needs as many heads as the teacher, and absolute
+    positions (not ModernBERT)."""
+    cache_logits: bool = nohash(True)
+    """Compute the teacher's logits once per training example and keep them on disk
+    (safetensors, beside --out) for a rerun on the same data; off: the teacher runs every step.
+    The teacher runs every step anyway when hidden_weight or attention_weight is set."""
+    measure_speed: bool = nohash(False)
+    """Also export teacher and student to ONNX (fp32 and dynamic int8) and time them with ONNX
+    Runtime in this process: latency at batch 1, throughput at batch 32 (128 tokens), in
+    results.json's `distill.speed` and the summary. Needs the `export` extra; adds minutes."""
+
+
+@dataclass
 class EmbedConfig(TaskOverrides):
     """`bertcli finetune embed`: a sentence-embedding model from pairs, triplets, scored pairs or
     plain text (SimCSE). Training keys left null take the finetune section's values (the embed
@@ -546,3 +580,5 @@ class FinetuneConfig:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     """`bertcli finetune embed` (sentence embeddings): columns, loss, pooling, GradCache,
     Matryoshka dimensions: `bertcli explain finetune.embed`."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """`bertcli distill` (a smaller student from a fine-tuned teacher): temperature, loss weights."""

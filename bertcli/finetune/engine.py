@@ -133,8 +133,10 @@ def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, d
 
 
 def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
-        pad_id: int) -> FitResult:
-    """Train `model` in place; on return it holds the weights of the best dev epoch."""
+        pad_id: int, teacher=None) -> FitResult:
+    """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
+    (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
+    replaces the task's loss, and its own parameters (projections) train with the model's."""
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -152,11 +154,12 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
         choose_learning_rate(task, model)
     opt = build_optimizer(model, "adamw", hyper.learning_rate, (cfg.beta1, cfg.beta2), cfg.eps,
                           hyper.weight_decay, device)
+    extra = [] if teacher is None else teacher.attach(opt, device)  # before the scheduler sets each group's lr
     per_epoch, total, warmup = schedule_lengths(len(train), hyper)
     sched = build_scheduler(opt, warmup, total, "linear")
     scaler = make_grad_scaler(cfg.precision, device)
     guard = StepGuard(max_bad_steps=20, what=f"fine-tuning {task.name}")
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad] + extra
 
     best: FitResult | None = None
     best_state: dict[str, torch.Tensor] | None = None
@@ -175,7 +178,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
                 batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
                 with autocast(cfg.precision, device):
                     outputs = task.forward(model, batch, train=True)
-                loss = task.loss(outputs, batch)
+                loss = task.loss(outputs, batch) if teacher is None else teacher.loss(task, outputs, batch)
                 opt.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
@@ -238,17 +241,21 @@ def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretra
     return model, report
 
 
-def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pretrained") -> dict:
+def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pretrained", teacher=None) -> dict:
     """Fine-tune, evaluate and predict one task whose splits are read (`task.data`); returns its
     results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
-    shows what pretraining is worth."""
+    shows what pretraining is worth. `teacher` (distillation): `checkpoint` is the teacher's; the
+    model trained is the teacher's student, taught by its outputs (see `fit`)."""
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
     advise_threads(device)
     tok = load_tokenizer(checkpoint)
-    model, report = load_model(task, checkpoint, cfg, recipe.seed, init)
+    if teacher is None:
+        model, report = load_model(task, checkpoint, cfg, recipe.seed, init)
+    else:
+        model, report = teacher.student(task, cfg, recipe.seed)
     check_fit(model, tok, hyper.max_seq_length, checkpoint)
     lr = choose_learning_rate(task, model)
     zero_types = model.config.type_vocab_size < 2
@@ -256,6 +263,8 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     train = task.featurize(data.train, tok, zero_types)
     devs = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.dev}
     tests = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.test}
+    if teacher is not None:
+        teacher.prepare(task, train, devs, tok.pad_id, cfg, device)
     per_epoch, total, warmup = schedule_lengths(len(train), hyper)
     windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
     console.log(f"{task.describe()}: {len(data.train):,} train examples{windows}, {total:,} steps "
@@ -263,7 +272,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
                 f"{hyper.max_seq_length} tokens, device {device}")
 
     start = time.monotonic()
-    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id)
+    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
     seconds = time.monotonic() - start
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
@@ -297,6 +306,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
             "steps": result.steps, "train_seconds": round(seconds, 1), **task.test_record(test_files),
             **task.results(),
             **run_facts(cfg, lr, result, test_metrics, chance),
+            **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
     if result.interrupted is not None:

@@ -1,0 +1,142 @@
+"""`bertcli distill`: a fine-tuned teacher teaches a smaller student on the same task.
+
+    run_distill(recipe, teacher, task, out, layers | student, unlabelled)
+        the teacher's head checked (config.json) -> the task reads its splits (the finetune
+        commands' readers) -> --unlabelled texts join the training split without labels
+        (classify) -> the engine fine-tunes the student with the teacher's loss
+        (`teacher.Teacher`) and writes `out/` as any fine-tuning run: the student as a Hugging
+        Face directory, its predictions, results.json with a `distill` entry -> the summary
+        puts teacher and student side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from bertcli.core import console
+from bertcli.core.errors import UserError
+from bertcli.finetune import runner
+from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
+from bertcli.finetune.engine import run_task
+
+CACHE = ".teacher-logits"    # beside the output directory: survives a --force rerun of it
+
+
+def add_unlabelled(task, path: Path, recipe) -> int:
+    """Append the texts of `path` (the classify reader's rules and columns) to the training split
+    with label -100: the teacher's soft targets are all they carry. Returns their number."""
+    from bertcli.finetune.classification.classify import _read_rows, read_table
+    from bertcli.finetune.classification.glue_data import Split
+    from bertcli.io.text import LineOptions, check_encoding
+
+    if task.head != "classification":
+        raise UserError(f"--unlabelled is for --task classify (not {task.name})", where="--unlabelled",
+                        fix="leave --unlabelled out, or distill a classifier")
+    if task.spec.is_regression:
+        raise UserError("--unlabelled is for classification, not regression", where="--unlabelled",
+                        fix="leave --unlabelled out")
+    opts = LineOptions(max_line_bytes=recipe.corpus.max_line_bytes, encoding=check_encoding(task.encoding))
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"the unlabelled file {path} does not exist", where="--unlabelled", fix="give an existing file")
+    table = read_table(path, "train", opts)
+    block = recipe.finetune.classify
+    try:
+        text, pair, ids, _, _ = _read_rows(table, block, labelled=False)
+    except UserError as e:
+        raise UserError(f"--unlabelled: {e.what}", where=e.where, fix=e.fix) from None
+    train = task.data.train
+    merged = Split(train.name, train.source, train.text_a + text,
+                   None if train.text_b is None else train.text_b + (pair or []),
+                   np.concatenate([train.labels, np.full(len(text), -100, dtype=train.labels.dtype)]),
+                   train.ids + [f"unlabelled-{i}" for i in ids])
+    task.data = dataclasses.replace(task.data, train=merged,
+                                    facts={**task.data.facts, "unlabelled": len(text), "unlabelled_source": str(path)})
+    console.log(f"distill: {len(text):,} unlabelled texts from {path} join the {len(train):,} labelled ones")
+    return len(text)
+
+
+def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
+                unlabelled: Path | None = None) -> dict:
+    """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content."""
+    checkpoint = Path(checkpoint)
+    if layers is not None and student is not None:
+        raise UserError("give --layers K or --student SPEC, not both", fix="--layers 4 (a subset of the teacher's "
+                                                                            "layers) or --student DIR_OR_RECIPE")
+    if layers is not None and layers < 1:
+        raise UserError(f"--layers {layers} is not a positive number of layers", where="--layers", fix="e.g. --layers 4")
+    runner.check_checkpoint(checkpoint)
+    check_teacher_head(checkpoint, task.head)
+    out = runner.prepare(task, recipe, checkpoint, out)
+    if unlabelled is not None:
+        add_unlabelled(task, unlabelled, recipe)
+    hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out).parent / CACHE)
+    results = run_task(task, recipe, checkpoint, Path(out), teacher=hook)
+    console.summary(f"distill {task.name}: teacher vs student (dev, x100)", summary_rows(results))
+    console.log(f"student model and predictions in {out}")
+    return results
+
+
+def summary_rows(results: dict) -> list[tuple[str, str]]:
+    d = results["distill"]
+    t, s = d["teacher"], d["student"]
+
+    def mb(n):
+        return "-" if n is None else f"{n / 1e6:.1f} MB"
+
+    return [("score (teacher / student)", f"{100 * t['score']:.1f} / {100 * s['score']:.1f}"),
+            ("score kept", "-" if d["score_kept_percent"] is None else f"{d['score_kept_percent']:.1f}%"),
+            ("layers x hidden", f"{t['layers']} x {t['hidden_size']} / {s['layers']} x {s['hidden_size']}"),
+            ("parameters", f"{t['parameters']:,} / {s['parameters']:,} ({d['parameters_ratio']:.2f}x fewer)"),
+            ("file size", f"{mb(t['file_bytes'])} / {mb(s['file_bytes'])}"),
+            ("teacher logits", d["teacher_logits"])] + speed_rows(d.get("speed"))
+
+
+def speed_rows(speed: dict | None) -> list[tuple[str, str]]:
+    """ONNX Runtime rows (teacher / student), when finetune.distill.measure_speed timed them."""
+    if not speed:
+        return []
+    t, s = speed["teacher"], speed["student"]
+    rows = []
+    for kind in ("fp32", "int8"):
+        rows.append((f"ORT {kind} batch-1 latency", f"{t[kind]['latency_ms_batch1_p50']:.1f} / "
+                                                   f"{s[kind]['latency_ms_batch1_p50']:.1f} ms"))
+        rows.append((f"ORT {kind} batch-32 throughput", f"{t[kind]['throughput_seq_per_s_batch32']:.0f} / "
+                                                       f"{s[kind]['throughput_seq_per_s_batch32']:.0f} seq/s "
+                                                       f"({speed['vs_teacher_fp32']['student'][kind]['throughput_x']:.1f}x "
+                                                       "the teacher's fp32)"))
+    return rows
+
+
+def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
+              data_dir: Path | None = None, hub: str | None = None, version: int = 1, encoding: str | None = None,
+              **columns):
+    """The fine-tuning task `name` (classify, ner, squad) on the finetune commands' data flags;
+    (task, recipe with the column flags in its classify block)."""
+    if name == "classify":
+        from bertcli.finetune.classification.classify import ClassifyTask
+
+        if train is None or dev is None:
+            raise UserError("--task classify needs --train and --dev", fix="e.g. --train train.csv --dev dev.csv")
+        if columns:
+            cfg = dataclasses.replace(recipe.finetune, classify=dataclasses.replace(recipe.finetune.classify, **columns))
+            recipe = dataclasses.replace(recipe, finetune=cfg)
+        task = ClassifyTask(recipe.finetune, train, dev, test, encoding, recipe.corpus.max_line_bytes)
+        return task, recipe
+    if columns or train is not None or dev is not None or test is not None:
+        raise UserError(f"--train/--dev/--test and the column flags are for --task classify, not {name}",
+                        fix="give --data-dir for ner and squad")
+    if name == "ner":
+        from bertcli.finetune.tagging.task import NerTask
+
+        if data_dir is None:
+            raise UserError("--task ner needs --data-dir", fix="e.g. --data-dir conll2003/ (train.txt, valid.txt)")
+        return NerTask(recipe.finetune, data_dir, encoding), recipe
+    if name == "squad":
+        from bertcli.finetune.qa.task import SquadTask
+
+        return SquadTask(recipe.finetune, version, data_dir, hub), recipe
+    raise UserError(f"unknown --task {name!r}", fix="one of: classify, ner, squad")
