@@ -111,11 +111,18 @@ def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
     names = [model.config.id2label[i] for i in range(2)]
     got = np.array([[o["probabilities"][n] for n in names] for o in ours])
     assert np.abs(got - probs).max() < 1e-4
-    # the teacher's logits were kept beside the output: a rerun reads them and trains the same
+    # the teacher's logits were computed once, kept inside the output (nothing is written beside
+    # it) and listed in its marker: --force removes them with the rest, and the rerun computes the
+    # same logits and trains the same student
+    cached = list((tmp_path / "s1" / ".teacher-logits").glob("*.safetensors"))
+    assert len(cached) == 1 and res["distill"]["teacher_logits"] == "computed"
+    assert not (tmp_path / ".teacher-logits").exists()
+    marker = json.loads((tmp_path / "s1" / ".bertcli-output.json").read_text())
+    assert any(".teacher-logits" in f for f in marker["files"]), marker
     again = distill(keyword, tmp_path / "s1", *extra, "--force")
     assert again.rc == 0, again.output
     res2 = json.loads((tmp_path / "s1" / "results.json").read_text())
-    assert res2["distill"]["teacher_logits"] == "reused" and "reused from" in again.output
+    assert res2["distill"]["teacher_logits"] == "computed"
     assert res2["dev"] == res["dev"]
 
 

@@ -22,7 +22,8 @@ from bertcli.finetune import runner
 from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
 from bertcli.finetune.engine import run_task
 
-CACHE = ".teacher-logits"    # beside the output directory: survives a --force rerun of it
+CACHE = ".teacher-logits"    # inside the output directory: nothing is written outside --out, and --force
+                             # removes it with the rest of the earlier result (it is listed in the marker)
 
 
 def add_unlabelled(task, path: Path, recipe) -> int:
@@ -73,7 +74,7 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
     out = runner.prepare(task, recipe, checkpoint, out)
     if unlabelled is not None:
         add_unlabelled(task, unlabelled, recipe)
-    hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out).parent / CACHE)
+    hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out) / CACHE)
     results = run_task(task, recipe, checkpoint, Path(out), teacher=hook)
     console.summary(f"distill {task.name}: teacher vs student (dev, x100)", summary_rows(results))
     console.log(f"student model and predictions in {out}")
