@@ -310,6 +310,10 @@ class TrainConfig:
     """`auto` (cuda when available, else cpu), `cpu`, `cuda`, `cuda:1`, ..."""
     compile: bool = nohash(False)
     """Wrap the model in torch.compile."""
+    threads: int | Literal["auto"] = num("auto", ge=1, hash=False)
+    """Intra-op CPU threads. `auto`: the cores other jobs leave free now, max(1, cores - round(1-minute
+    load)); OMP_NUM_THREADS in the environment overrides it. The count is recorded in every
+    checkpoint and `--resume` uses it, so a resumed run gives the same bits (docs/threads.md)."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
     log_every: int = nohash(10, ge=1)
@@ -453,6 +457,8 @@ class FinetuneConfig:
     """As train.precision."""
     device: str = nohash("auto")
     """As train.device."""
+    threads: int | Literal["auto"] = num("auto", ge=1, hash=False)
+    """Intra-op CPU threads, as train.threads (`auto`: the free cores; OMP_NUM_THREADS overrides it)."""
     eval_batch_size: int = num(128, ge=1, hash=False)
     """Sequences per evaluation batch."""
     max_train_examples: int | None = num(None, ge=1)
