@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,12 +217,59 @@ def pretrained_tiny(tmp_path_factory) -> Path:
     if os.environ.get("BERTCLI_TEST_PRETRAINED"):
         return Path(os.environ["BERTCLI_TEST_PRETRAINED"])
 
+    def make() -> Path:
+        prebuild = _PREBUILDS.get("pretrain")
+        if prebuild is not None:
+            prebuild.join()              # started at collection (below); its outcome is read from the files
+        return _pretrained_tiny(tmp_path_factory)
+
+    return shared_once("pretrained_tiny", make)
+
+
+_PREBUILDS: dict[str, threading.Thread] = {}
+_BUILDING: list[subprocess.Popen] = []
+
+
+def _pretrained_tiny(tmp_path_factory) -> Path:
     def build(root: Path) -> None:
-        r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN, cwd=root)
+        proc = popen_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN,
+                         cwd=root)
+        _BUILDING.append(proc)
+        r = finish(proc)
         if r.rc != 0:
             raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
 
-    def make() -> Path:
-        return built_once(tmp_path_factory, "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
+    return built_once(tmp_path_factory, "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
 
-    return shared_once("pretrained_tiny", make)
+
+def pytest_collection_finish(session):
+    """The shared pretrain takes minutes: when a collected test needs it, start it now, in the
+    background, so that the tests before the first one that needs it run meanwhile instead of a
+    worker waiting idle for it later. Under xdist every worker starts one; the stage lock lets
+    one build and the other wait."""
+    if os.environ.get("BERTCLI_TEST_PRETRAINED") or session.config.option.collectonly:
+        return
+    if not any("pretrained_tiny" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    factory = session.config._tmp_path_factory
+
+    def prebuild():
+        try:
+            _pretrained_tiny(factory)
+        except BaseException:            # left in FAILED (built_once); the first test that needs it reports it
+            pass
+
+    thread = threading.Thread(target=prebuild, name="prebuild-pretrain", daemon=True)
+    _PREBUILDS["pretrain"] = thread
+    thread.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A session stopped early (-x, Ctrl-C) kills a background build instead of leaving it
+    running; otherwise it waits for it, since another worker may be waiting on it."""
+    stopped = exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail
+    for proc in _BUILDING:
+        if stopped and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    for thread in _PREBUILDS.values():
+        thread.join()
