@@ -166,3 +166,26 @@ def test_resume_uses_the_recorded_count_and_is_bitwise(tmp_path):
     assert "threads: 1 (train.threads: 1)" in r.stderr, r.stderr
     assert f"resume is exact only at {n} threads" in r.stderr, r.stderr
     assert recorded_threads(other)["step-0000008"] == 1   # the record says what this segment ran at
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["features", "-c", "ck", "-i", "t.txt", "-o", "f.parquet"], "features"),
+    (["export", "-c", "ck", "-o", "bundle"], "export"),
+    (["predict", "-c", "ck", "-i", "x.jsonl"], "predict"),
+])
+def test_threads_flags_reach_the_api(monkeypatch, argv, name):
+    from typer.testing import CliRunner
+
+    from bertcli import api
+    from bertcli.cli import app
+
+    seen: list = []
+
+    def record(*args, **kwargs):
+        seen.append(kwargs.get("threads", "absent"))
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(api, name, record)
+    CliRunner().invoke(app, argv)
+    CliRunner().invoke(app, [*argv, "--threads", "2"])
+    assert seen == [None, 2]                              # None: auto (bertcli.core.machine)
