@@ -181,14 +181,14 @@ def shared_dir(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def built_once(tmp_path_factory, name: str, key: str, build) -> Path:
-    """`build(directory)` once per session across the xdist workers: the first worker to ask
-    builds `<shared>/<name>-<hash of key>/` holding its lock (bertcli's own stage lock), the
-    others wait on it and reuse the result. A failed build leaves its message in FAILED, which
+def built_once(shared: Path, name: str, key: str, build) -> Path:
+    """`build(directory)` once per session across the xdist workers (`shared`: shared_dir(...)):
+    the first worker to ask builds `<shared>/<name>-<hash of key>/` holding its lock (bertcli's
+    own stage lock), the others wait on it and reuse the result. A failed build leaves its message in FAILED, which
     the waiters raise instead of building again. `key` names the content (the command line)."""
     from bertcli.core.locks import stage_lock
 
-    root = shared_dir(tmp_path_factory) / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    root = shared / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     done, failed = root / "DONE", root / "FAILED"
     with stage_lock(root, name):
         if failed.is_file():
@@ -239,7 +239,7 @@ def _pretrained_tiny(tmp_path_factory) -> Path:
         if r.rc != 0:
             raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
 
-    return built_once(tmp_path_factory, "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
+    return built_once(shared_dir(tmp_path_factory), "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
 
 
 def pytest_collection_finish(session):

@@ -131,7 +131,7 @@ def exported(tmp_path_factory):
     """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
     run_export (its own verification on) and shared by the export and predict tests, once per
     session whatever the number of xdist workers (conftest.built_once); the tests only read them."""
-    from conftest import built_once
+    from conftest import built_once, shared_dir
 
     from bertcli.export.run import run_export
 
@@ -150,6 +150,6 @@ def exported(tmp_path_factory):
         finally:
             torch.set_num_threads(before)
 
-    root = built_once(tmp_path_factory, "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
+    root = built_once(shared_dir(tmp_path_factory), "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
     return {(family, task): (root / f"{family}-{head}-0", root / "bundles" / f"{family}-{task}")
             for family in FAMILIES for task, head in KINDS.items()}
