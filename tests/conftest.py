@@ -35,6 +35,9 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
+    # xdist hands out files in collection order (pytest_collection_modifyitems below), not largest first
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False
 
 
 @dataclass
@@ -240,6 +243,16 @@ def _pretrained_tiny(tmp_path_factory) -> Path:
             raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
 
     return built_once(shared_dir(tmp_path_factory), "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files whose tests need the shared pretrain run last (each file whole, in its order),
+    so that the background build (pytest_collection_finish) overlaps the rest of the suite
+    instead of a worker waiting for it at the start."""
+    if os.environ.get("BERTCLI_TEST_PRETRAINED"):
+        return
+    needs = {item.nodeid.split("::")[0] for item in items if "pretrained_tiny" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in needs)     # stable: the rest keep their order
 
 
 def pytest_collection_finish(session):
