@@ -222,14 +222,14 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
 def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str = "-1", combine: str = "concat",
              pool: str = "cls", text_column: str = "text", id_column: str | None = None,
              max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
-             encoding: str | None = None, force: bool = False) -> dict:
+             encoding: str | None = None, force: bool = False, threads: int | None = None) -> dict:
     """BERT's feature-based use: the chosen layers' hidden states (0 = embeddings, -1 = last),
     combined (concat, sum, mean) and pooled (cls, mean, none), for every text of `input`,
     written to `out` (.parquet or .npy). Returns a summary."""
     return extract_features(resolve_checkpoint(checkpoint), Path(input), Path(out), layers=layers, combine=combine, pool=pool,
                             text_column=text_column, id_column=id_column, max_seq_length=max_seq_length,
                             batch_size=batch_size, device=device, encoding=encoding,
-                            force=force)
+                            force=force, threads=threads)
 
 
 def embed(checkpoint: PathLike, input: PathLike, out: PathLike, text_column: str = "text",
@@ -260,17 +260,18 @@ def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str,
 
 def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
            quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
-           force: bool = False) -> ExportResult:
+           force: bool = False, threads: int | None = None) -> ExportResult:
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
     is then not kept)."""
     return run_export(resolve_checkpoint(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
-                      dev=_path(dev), verify=verify, force=force)
+                      dev=_path(dev), verify=verify, force=force, threads=threads)
 
 
 def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,
             batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
-            allow_impossible: bool = False, encoding: str | None = None, force: bool = False) -> dict:
+            allow_impossible: bool = False, encoding: str | None = None, force: bool = False,
+            threads: int | None = None) -> dict:
     """Batched predictions for every record of `input` (.txt, .jsonl, .csv/.tsv, .parquet) as
     jsonl into `out` (stdout when None), with PyTorch (a checkpoint directory) or ONNX Runtime
     (a bundle or its model.onnx). Returns a summary (records, task, backend, out)."""
@@ -279,7 +280,7 @@ def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task:
         model = resolve_checkpoint(model)
     return run_predict(model, Path(input), _path(out), task=task, batch_size=batch_size, top_k=top_k,
                        pooling=pooling, max_length=max_length, allow_impossible=allow_impossible,
-                       encoding=encoding, force=force)
+                       encoding=encoding, force=force, threads=threads)
 
 
 def _inputs_given(data: str | None, hub: str | None = None, **paths: PathLike | None) -> None:

@@ -288,6 +288,8 @@ def export_cmd(
                                 help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
                                "(or export_info.json) lists are removed; anything else there stays."),
+    threads: int | None = num_option(None, "--threads", ge=1,
+                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
@@ -295,7 +297,7 @@ def export_cmd(
     # typer reads the flag as a plain str; export refuses anything but int8 with a UserError
     result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
                         quantize=cast("Literal['int8'] | None", quantize), dev=dev,
-                        verify=verify, force=force)
+                        verify=verify, force=force, threads=threads)
     if not result.passed:
         raise typer.Exit(code=1)
 
@@ -317,12 +319,15 @@ def predict_cmd(
                                                "2.0)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
     encoding: str | None = EncodingOpt,
+    threads: int | None = num_option(None, "--threads", ge=1,
+                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
 
     summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
-                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding, force=force)
+                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding, force=force,
+                          threads=threads)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
@@ -388,13 +393,15 @@ def features(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
+    threads: int | None = num_option(None, "--threads", ge=1,
+                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
 
     api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
                  id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding,
-                 force=force)
+                 force=force, threads=threads)
 
 
 PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls or max; last-layer-mean = mean. Default: a "

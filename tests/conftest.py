@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +23,21 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-# Subprocesses of tiny models: they train faster on one thread, and on a loaded machine a second
-# thread only stalls at OpenMP barriers.
+# Every process of the suite runs one intra-op thread, unless a test is about threads: tiny models
+# train faster on one, the suite's workers (pytest -n 2) each take a core, and on a loaded machine a
+# second thread only stalls at OpenMP barriers. The environment carries it to every subprocess
+# (run_cli, popen_cli, a test's own subprocess.run); this process's torch is set in pytest_configure.
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def pytest_configure(config):
+    import torch
+
+    torch.set_num_threads(1)
+    # xdist hands out files in collection order (pytest_collection_modifyitems below), not largest first
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False
 
 
 @dataclass
@@ -43,7 +57,10 @@ HANG_GUARD_S = float(os.environ.get("BERTCLI_TEST_HANG_GUARD_S", 4 * 3600))
 
 
 def _env(env: dict | None) -> dict:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
+    """The subprocess's environment: this one's (one thread) with `env` over it; a None value
+    removes that variable (a thread test runs without OMP_NUM_THREADS)."""
+    merged = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None) -> CliResult:
@@ -160,20 +177,112 @@ def shared_once(name: str, make):
     pytest.fail(f"{name}: {message}", pytrace=False)
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """A directory every worker of this pytest session sees: the session's base temporary
+    directory (under xdist each worker's basetemp is a popen-gwN folder inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(shared: Path, name: str, key: str, build) -> Path:
+    """`build(directory)` once per session across the xdist workers (`shared`: shared_dir(...)):
+    the first worker to ask builds `<shared>/<name>-<hash of key>/` holding its lock (bertcli's
+    own stage lock), the others wait on it and reuse the result. A failed build leaves its message in FAILED, which
+    the waiters raise instead of building again. `key` names the content (the command line)."""
+    from bertcli.core.locks import stage_lock
+
+    root = shared / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    done, failed = root / "DONE", root / "FAILED"
+    with stage_lock(root, name):
+        if failed.is_file():
+            raise RuntimeError(failed.read_text())
+        if not done.is_file():
+            if root.exists():                         # a worker killed mid-build: start it over
+                import shutil
+
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            try:
+                build(root)
+            except (Exception, pytest.fail.Exception) as e:
+                failed.write_text(str(e).strip() or type(e).__name__)
+                raise
+            done.touch()
+    return root
+
+
 @pytest.fixture
 def pretrained_tiny(tmp_path_factory) -> Path:
     """The `final/` checkpoint of a shortened quickstart run, shared by every test that needs a
-    pretrained model (run once per session); its run directory (metrics.jsonl) is the parent.
-    BERTCLI_TEST_PRETRAINED=DIR reuses an existing checkpoint instead (e.g. the full quickstart's
-    runs/bert-tiny/final)."""
+    pretrained model (run once per session, whatever the number of workers); its run directory
+    (metrics.jsonl) is the parent. BERTCLI_TEST_PRETRAINED=DIR reuses an existing checkpoint
+    instead (e.g. the full quickstart's runs/bert-tiny/final)."""
     if os.environ.get("BERTCLI_TEST_PRETRAINED"):
         return Path(os.environ["BERTCLI_TEST_PRETRAINED"])
 
     def make() -> Path:
-        root = tmp_path_factory.mktemp("pretrain")
-        r = run_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN, cwd=root)
-        if r.rc != 0:
-            raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
-        return root / "run" / "final"
+        prebuild = _PREBUILDS.get("pretrain")
+        if prebuild is not None:
+            prebuild.join()              # started at collection (below); its outcome is read from the files
+        return _pretrained_tiny(tmp_path_factory)
 
     return shared_once("pretrained_tiny", make)
+
+
+_PREBUILDS: dict[str, threading.Thread] = {}
+_BUILDING: list[subprocess.Popen] = []
+
+
+def _pretrained_tiny(tmp_path_factory) -> Path:
+    def build(root: Path) -> None:
+        proc = popen_cli("pretrain", "--recipe", "bert-tiny", "--set", f"output_dir={root / 'run'}", *QUICK_PRETRAIN,
+                         cwd=root)
+        _BUILDING.append(proc)
+        r = finish(proc)
+        if r.rc != 0:
+            raise RuntimeError(f"the shared bert-tiny pretrain exited {r.rc}:\n{_tail(r.output)}")
+
+    return built_once(shared_dir(tmp_path_factory), "pretrain", " ".join(QUICK_PRETRAIN), build) / "run" / "final"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files whose tests need the shared pretrain run last (each file whole, in its order),
+    so that the background build (pytest_collection_finish) overlaps the rest of the suite
+    instead of a worker waiting for it at the start."""
+    if os.environ.get("BERTCLI_TEST_PRETRAINED"):
+        return
+    needs = {item.nodeid.split("::")[0] for item in items if "pretrained_tiny" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in needs)     # stable: the rest keep their order
+
+
+def pytest_collection_finish(session):
+    """The shared pretrain takes minutes: when a collected test needs it, start it now, in the
+    background, so that the tests before the first one that needs it run meanwhile instead of a
+    worker waiting idle for it later. Under xdist every worker starts one; the stage lock lets
+    one build and the other wait."""
+    if os.environ.get("BERTCLI_TEST_PRETRAINED") or session.config.option.collectonly:
+        return
+    if not any("pretrained_tiny" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    factory = session.config._tmp_path_factory
+
+    def prebuild():
+        try:
+            _pretrained_tiny(factory)
+        except BaseException:            # left in FAILED (built_once); the first test that needs it reports it
+            pass
+
+    thread = threading.Thread(target=prebuild, name="prebuild-pretrain", daemon=True)
+    _PREBUILDS["pretrain"] = thread
+    thread.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A session stopped early (-x, Ctrl-C) kills a background build instead of leaving it
+    running; otherwise it waits for it, since another worker may be waiting on it."""
+    stopped = exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail
+    for proc in _BUILDING:
+        if stopped and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    for thread in _PREBUILDS.values():
+        thread.join()

@@ -112,8 +112,8 @@ def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
     got = np.array([[o["probabilities"][n] for n in names] for o in ours])
     assert np.abs(got - probs).max() < 1e-4
     # the teacher's logits were computed once, kept inside the output (nothing is written beside
-    # it) and listed in its marker: --force removes them with the rest, and the rerun computes the
-    # same logits and trains the same student
+    # it) and listed in its marker; a --force rerun into the same --out reads them from the earlier
+    # result before replacing it, and trains the same student
     cached = list((tmp_path / "s1" / ".teacher-logits").glob("*.safetensors"))
     assert len(cached) == 1 and res["distill"]["teacher_logits"] == "computed"
     assert not (tmp_path / ".teacher-logits").exists()
@@ -122,7 +122,7 @@ def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
     again = distill(keyword, tmp_path / "s1", *extra, "--force")
     assert again.rc == 0, again.output
     res2 = json.loads((tmp_path / "s1" / "results.json").read_text())
-    assert res2["distill"]["teacher_logits"] == "computed"
+    assert res2["distill"]["teacher_logits"] == "reused" and "reused from" in again.output
     assert res2["dev"] == res["dev"]
 
 

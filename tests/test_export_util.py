@@ -129,21 +129,27 @@ FAMILIES = ("bert", "roberta", "albert", "modernbert")
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory):
     """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
-    run_export (its own verification on) and shared by the export and predict tests."""
+    run_export (its own verification on) and shared by the export and predict tests, once per
+    session whatever the number of xdist workers (conftest.built_once); the tests only read them."""
+    from conftest import built_once, shared_dir
+
     from bertcli.export.run import run_export
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("export")
-    out = {}
-    for family in FAMILIES:
-        for task, head in KINDS.items():
-            labels = NER_LABELS if head == "token" else ("negative", "positive")
-            ckpt = root / f"{family}-{head}-0"
-            if not ckpt.exists():
-                make_checkpoint(root, family, head, labels=labels)
-            result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
-            assert result.passed, result.info["verification"]
-            out[family, task] = (ckpt, result.out)
-    torch.set_num_threads(before)
-    return out
+    def build(root: Path) -> None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for family in FAMILIES:
+                for task, head in KINDS.items():
+                    labels = NER_LABELS if head == "token" else ("negative", "positive")
+                    ckpt = root / f"{family}-{head}-0"
+                    if not ckpt.exists():
+                        make_checkpoint(root, family, head, labels=labels)
+                    result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
+                    assert result.passed, result.info["verification"]
+        finally:
+            torch.set_num_threads(before)
+
+    root = built_once(shared_dir(tmp_path_factory), "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
+    return {(family, task): (root / f"{family}-{head}-0", root / "bundles" / f"{family}-{task}")
+            for family in FAMILIES for task, head in KINDS.items()}

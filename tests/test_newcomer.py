@@ -166,11 +166,11 @@ def test_fill_mask_shows_decoded_words_for_byte_level_bpe(tmp_path):
 def test_busy_cpu_advice(monkeypatch):
     from bertcli.core.machine import busy_cpu_advice
 
+    # a fixed count (the recipe's, OMP_NUM_THREADS or a checkpoint's) that other jobs will stall;
+    # `auto` never gets it (tests/test_threads.py)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     busy = busy_cpu_advice(threads=2, cores=2, load=2.3)
-    assert busy and "OMP_NUM_THREADS=1" in busy and "load 2.3 on 2 cores" in busy
-    assert busy_cpu_advice(threads=2, cores=2, load=0.2) is None            # idle: the default is right
-    assert "OMP_NUM_THREADS=6" in busy_cpu_advice(threads=16, cores=16, load=9.5)
+    assert busy and "train.threads=1" in busy and "load 2.3 on 2 cores" in busy
+    assert busy_cpu_advice(threads=2, cores=2, load=0.2) is None            # idle: the count is right
+    assert "finetune.threads=6" in busy_cpu_advice(threads=16, cores=16, load=9.5, key="finetune.threads")
     assert busy_cpu_advice(threads=1, cores=2, load=5.0) is None            # one thread stalls no barrier
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert busy_cpu_advice(threads=2, cores=2, load=5.0) is None            # the user chose

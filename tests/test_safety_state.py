@@ -122,6 +122,7 @@ STATE_EDITS = {                       # key, value: each must set step-6 aside n
     "train_rows_negative": ("train_rows", -5), "phase_after_step": ("phase_start", 99),
     "files_list": ("files", ["model.safetensors"]), "files_escape": ("files", {"../../../etc/passwd": 1}),
     "version_text": ("version", "1"), "sha_number": ("tokenizer_sha256", 12),
+    "threads_zero": ("threads", 0), "threads_text": ("threads", "two"),
 }
 
 

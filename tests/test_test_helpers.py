@@ -32,3 +32,46 @@ def test_a_process_is_held_at_its_pause_point_until_released(tmp_path):
     release(proc)
     res = finish(proc)
     assert res.rc == 0 and len(list((tmp_path / "c").glob("tokenizer-*"))) == 1, res.output
+
+
+BUILDER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from conftest import built_once
+
+def build(root):
+    with open({log!r}, "a") as f:
+        f.write(sys.argv[1] + "\\n")
+    time.sleep(1.0)                       # long enough for the other process to be waiting
+    if "fail" in {key!r}:
+        raise RuntimeError("the build broke")
+    (root / "result.txt").write_text("built by " + sys.argv[1])
+
+try:
+    root = built_once(Path({shared!r}), "thing", {key!r}, build)
+    print((root / "result.txt").read_text())
+except RuntimeError as e:
+    print("error:", e)
+"""
+
+
+@pytest.mark.parametrize("key", ["fine", "fail"])
+def test_a_shared_build_runs_once_across_processes(tmp_path, key):
+    """Two xdist workers asking at once: one builds, the other waits and reuses its result (or
+    its failure, without building again)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    log = tmp_path / "builds.log"
+    code = BUILDER.format(tests=str(Path(__file__).parent), log=str(log), shared=str(tmp_path), key=key)
+    procs = [subprocess.Popen([sys.executable, "-c", code, name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
+    outs = [p.communicate()[0].strip() for p in procs]
+    assert len(log.read_text().splitlines()) == 1, log.read_text()   # built once
+    builder = log.read_text().strip()
+    if key == "fine":
+        assert outs == [f"built by {builder}"] * 2, outs
+    else:
+        assert outs == ["error: the build broke"] * 2, outs

@@ -31,6 +31,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
+from bertcli.core.machine import use_threads
 from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.finetune.encoder_heads import pool as pool_states
 from bertcli.finetune.featurizer import Context, TextFeaturizer
@@ -156,7 +157,7 @@ def output_files(out: Path) -> list[Path]:
 def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1", combine: str = "concat",
                      pool: str = "cls", text_column: str = "text", id_column: str | None = None,
                      max_seq_length: int = 128, batch_size: int = 64, device: str = "auto",
-                     encoding: str | None = None, force: bool = False) -> dict:
+                     encoding: str | None = None, force: bool = False, threads: int | None = None) -> dict:
     """Write the features of every text of `input` to `out`; returns a summary. The output files
     are checked before any work (not an input, not inside the checkpoint, an existing one only
     with --force), written under temporary names while holding their lock, renamed when
@@ -173,10 +174,12 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
     with run_lock(out), removing_on_signal():
         check()                                        # again, holding the lock
-        return _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device)
+        return _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,
+                        threads)
 
 
-def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device) -> dict:
+def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,
+             threads=None) -> dict:
     import torch
 
     from bertcli.model.checkpoint import load_checkpoint
@@ -187,6 +190,7 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
     if pool not in POOL:
         raise UserError(f"--pool {pool!r} is not one of {', '.join(POOL)}")
     dev = resolve_device(device, where="--device")
+    use_threads(threads, "--threads", dev)          # None: the free cores (bertcli.core.machine)
     tok = load_tokenizer(checkpoint)
     model, _ = load_checkpoint(checkpoint, head=saved_head(checkpoint))
     model = model.to(dev).eval()

@@ -31,6 +31,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
+from bertcli.core.machine import use_threads
 from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.graph import max_length as longest
@@ -237,6 +238,7 @@ def run_predict(model: Path, input_file: Path, out: Path | None = None, task: st
 
 def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_length, threads, allow_impossible,
              encoding) -> dict:
+    threads = use_threads(threads, "--threads")     # torch's or ONNX Runtime's; None: the free cores
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
     total = count_records(input_file, encoding)

@@ -24,6 +24,7 @@ from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
+from bertcli.core.machine import use_threads
 from bertcli.core.outputs import check_output_dir, install, removing_on_signal, temporary_dir
 from bertcli.export import graph
 from bertcli.export.backend import OrtBackend, TorchBackend, require_onnx
@@ -60,7 +61,7 @@ def check_out_dir(out: Path, force: bool, inputs=()) -> None:
 
 def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int = 18, fp16: bool = False,
                quantize: str | None = None, dev: Path | None = None, verify: bool = True,
-               force: bool = False) -> ExportResult:
+               force: bool = False, threads: int | None = None) -> ExportResult:
     require_onnx()
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.
@@ -83,6 +84,7 @@ def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int 
 
     console.log(f"exporting {checkpoint} as {kind.task} ({config.family}, opset {opset}"
                 f"{', fp16' if fp16 else ''}{', int8' if quantize else ''})")
+    use_threads(threads, "--threads")   # torch's and (in _verify) ONNX Runtime's; None: the free cores
     model = kind.load(checkpoint)
     module = exportable(kind, model)
     with run_lock(out):                 # a second export into OUT fails at once, naming this one
@@ -164,7 +166,9 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
 
 def _verify(reference, path: Path, batches, precision: str):
     try:
-        candidate = OrtBackend(path)
+        import torch
+
+        candidate = OrtBackend(path, threads=torch.get_num_threads())   # the count run_export chose
         return compare(reference, candidate, batches, precision)
     except Exception as e:  # an fp16 graph may have no CPU kernels in this runtime
         if precision != "fp16":

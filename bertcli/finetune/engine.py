@@ -26,7 +26,7 @@ from torch import nn
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
-from bertcli.core.machine import advise_threads
+from bertcli.core.machine import use_threads
 from bertcli.core.testhooks import pause_point
 from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
@@ -250,7 +250,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
-    advise_threads(device)
+    use_threads(cfg.threads, "finetune.threads", device)
     tok = load_tokenizer(checkpoint)
     if teacher is None:
         model, report = load_model(task, checkpoint, cfg, recipe.seed, init)

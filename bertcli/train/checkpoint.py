@@ -91,6 +91,9 @@ class TrainState:
     phase_start: int = 0
     phase_samples: int = 0
     elapsed_s: float = 0.0
+    # intra-op CPU threads the run trained at (bertcli.core.machine): a resume uses the same count,
+    # since the count sets the order of float reductions; None in checkpoints from before it was kept
+    threads: int | None = None
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -146,6 +149,8 @@ def _field_problems(s: TrainState, step_of_dir: int | None):
     yield from count("world_size", low=1)
     if s.train_rows is not None:
         yield from count("train_rows")
+    if s.threads is not None:
+        yield from count("threads", low=1)
     if _is_int(s.step) and step_of_dir is not None and s.step != step_of_dir:
         yield "step", f"is {s.step:,} in the directory of step {step_of_dir:,}"
     if _is_int(s.step) and _is_int(s.phase_start) and s.phase_start > s.step:

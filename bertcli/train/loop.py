@@ -248,7 +248,8 @@ class Trainer:
             tokenizer_sha256=self.inp.inputs_sha256.get("tokenizer_sha256"), data_sha256=self.data.data_sha256,
             # the phase of the last update and the cursor into its data; the training time
             phase=self.phase.index, phase_name=self.phase.name, phase_start=self.phase.start,
-            phase_samples=(self.step - self.phase.start) * self.batch_size, elapsed_s=self.elapsed)
+            phase_samples=(self.step - self.phase.start) * self.batch_size, elapsed_s=self.elapsed,
+            threads=torch.get_num_threads())
 
     def _load(self, ck: ckpt_io.Checkpoint) -> list[dict]:
         s = ck.state

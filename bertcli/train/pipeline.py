@@ -28,7 +28,7 @@ from bertcli.config.recipe import Recipe, load_recipe
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
-from bertcli.core.machine import advise_threads
+from bertcli.core.machine import use_threads
 from bertcli.data.build import ensure_data
 from bertcli.data.collator import PretrainCollator
 from bertcli.data.dataset import PretrainDataset, load_data
@@ -233,9 +233,10 @@ def run_pretrain(recipe: Recipe, resume: str | None = None, force: bool = False)
 
 def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -> PretrainResult:
     check_precision(recipe.train.precision, d.device)
-    advise_threads(d.device)
     run_dir = recipe.out
     ck = prepare_run(recipe, resume, force)
+    # before the model exists: a resume takes the checkpoint's count (the same bits), a new run the free cores
+    use_threads(recipe.train.threads, "train.threads", d.device, recorded=ck.state.threads if ck is not None else None)
     distributed.barrier(d)  # every process has checked before rank 0 changes anything
     if d.main and force:
         _clear_run(run_dir)

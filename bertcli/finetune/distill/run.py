@@ -22,8 +22,8 @@ from bertcli.finetune import runner
 from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
 from bertcli.finetune.engine import run_task
 
-CACHE = ".teacher-logits"    # inside the output directory: nothing is written outside --out, and --force
-                             # removes it with the rest of the earlier result (it is listed in the marker)
+CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
+                             # into the same --out reads the earlier result's before replacing it
 
 
 def add_unlabelled(task, path: Path, recipe) -> int:

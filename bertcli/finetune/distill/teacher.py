@@ -67,6 +67,7 @@ class Teacher:
         self.model: Any = None
         self.cache: Tensor | None = None      # [features, C] | [tokens, C] | [tokens, 2]
         self.cache_state = "live"
+        self.cache_name: str | None = None    # the cache file's name under --out, once keyed
         self.project: nn.Module | None = None
         s = settings
         self.intermediate = s.hidden_weight > 0 or s.attention_weight > 0
@@ -135,7 +136,8 @@ class Teacher:
         if self.intermediate or not self.settings.cache_logits:
             return
         path = None if self.cache_dir is None else Path(self.cache_dir) / f"{self._key(task, train, cfg)}.safetensors"
-        if path is not None and path.is_file():
+        self.cache_name = None if path is None else path.name
+        if path is not None and path.is_file():       # an earlier result in --out (read, never written)
             from safetensors.torch import load_file
 
             self.cache, self.cache_state = load_file(str(path))["logits"].to(device), "reused"
@@ -143,12 +145,7 @@ class Teacher:
             return
         self.cache = self._compute(task, train, pad_id, cfg, device)
         self.cache_state = "computed"
-        if path is not None:
-            from safetensors.torch import save_file
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, lambda p: save_file({"logits": self.cache.cpu().contiguous()}, str(p)))
-            console.log(f"distill: the teacher's logits on {len(train):,} training features kept in {path}")
+        console.log(f"distill: the teacher's logits on {len(train):,} training features computed once, for every epoch")
 
     def _key(self, task, train, cfg) -> str:
         from bertcli.config.checkpoint import weights_sha256
@@ -272,6 +269,15 @@ class Teacher:
         for c in (self.capture_s, self.capture_t):
             if c is not None:
                 c.close()
+        if self.cache is not None and self.cache_dir is not None and self.cache_name:
+            # kept with the result (the output's temporary directory): a --force rerun into the
+            # same --out reads it from the earlier result before that is replaced
+            from safetensors.torch import save_file
+
+            kept_at = Path(directory) / Path(self.cache_dir).name / str(self.cache_name)
+            kept_at.parent.mkdir(parents=True, exist_ok=True)
+            cache = self.cache
+            write_atomic(kept_at, lambda p: save_file({"logits": cache.cpu().contiguous()}, str(p)))
         speed = None
         if self.settings.measure_speed and s_file.is_file():
             speed = self._speed(Path(directory))
