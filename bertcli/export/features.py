@@ -21,6 +21,7 @@ written last, in a slot reserved at the start), so the input never has to fit in
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,19 +164,30 @@ def extract_features(checkpoint: Path, input: Path, out: Path, layers: str = "-1
     with --force), written under temporary names while holding their lock, renamed when
     complete; Ctrl-C or SIGTERM remove the temporaries."""
     out = Path(out)
+    with writing_vectors(out, input, checkpoint, force, "features", text_column, id_column, encoding) as texts:
+        return _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,
+                        threads)
+
+
+@contextlib.contextmanager
+def writing_vectors(out: Path, input: Path, checkpoint: Path, force: bool, what: str, text_column: str,
+                    id_column: str | None, encoding: str | None) -> Iterator[Iterator[tuple[str, str]]]:
+    """The (id, text) records of `input`, for writing one vector file (`features`, `embed`): the
+    output files checked before any work (.parquet or .npy, not an input, not inside the
+    checkpoint, an existing one only with --force) and again holding their lock; Ctrl-C or SIGTERM
+    remove the temporaries."""
     if out.suffix not in (".parquet", ".npy"):
-        raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out features.parquet")
+        raise UserError(f"--out {out}: write .parquet or .npy", fix=f"e.g. --out {what}.parquet")
 
     def check():
         for path in output_files(out):
-            check_output_file(path, force, [input], [checkpoint], "--out", "the features")
+            check_output_file(path, force, [input], [checkpoint], "--out", f"the {what}")
 
     check()
     texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
     with run_lock(out), removing_on_signal():
         check()                                        # again, holding the lock
-        return _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,
-                        threads)
+        yield texts
 
 
 def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,

@@ -15,11 +15,8 @@ import os
 from pathlib import Path
 
 from bertcli.core import console
-from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
-from bertcli.core.locks import run_lock
-from bertcli.core.outputs import check_output_file, removing_on_signal
-from bertcli.export.features import NpyWriter, batches, iter_texts, output_files
+from bertcli.export.features import NpyWriter, batches, writing_vectors
 from bertcli.finetune.embed.evaluate import Embedder, describe
 
 
@@ -75,17 +72,7 @@ def embed_file(checkpoint: Path, input: Path, out: Path, text_column: str = "tex
                batch_size: int = 64, device: str = "auto", encoding: str | None = None, force: bool = False) -> dict:
     """Write the embeddings of every text of `input` to `out`; returns a summary."""
     out, checkpoint = Path(out), Path(checkpoint)
-    if out.suffix not in (".parquet", ".npy"):
-        raise UserError(f"--out {out}: write .parquet or .npy", fix="e.g. --out embeddings.parquet")
-
-    def check():
-        for path in output_files(out):
-            check_output_file(path, force, [input], [checkpoint], "--out", "the embeddings")
-
-    check()
-    texts = iter_texts(input, text_column, id_column, encoding)       # the input's header checked before any work
-    with run_lock(out), removing_on_signal():
-        check()
+    with writing_vectors(out, input, checkpoint, force, "embeddings", text_column, id_column, encoding) as texts:
         e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device)
         writer = _NpyIds(out, e.dim) if out.suffix == ".npy" else _ParquetWriter(out)
         n = 0
