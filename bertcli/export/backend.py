@@ -7,6 +7,7 @@ predict, verification and the benchmark never care which one runs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -43,6 +44,20 @@ def pad_batch(encodings: Sequence, pad_id: int, names: Sequence[str], multiple: 
         ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
     feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
     return {n: feed[n] for n in names}
+
+
+def ort_threads(threads: int | None) -> int:
+    """ONNX Runtime's intra-op threads: the count asked for, else the machine's advice -- the
+    same choice training makes (bertcli.core.machine.choose_threads: OMP_NUM_THREADS, else the
+    cores other jobs leave free) -- else the cores. ORT's own default, a thread per core that
+    spins between operators, stalls on a machine shared with other jobs."""
+    if threads:
+        return int(threads)
+    try:
+        from bertcli.core.machine import choose_threads
+    except ImportError:      # an older bertcli.core.machine without the thread choice
+        return max(1, os.cpu_count() or 1)
+    return choose_threads(None, "--threads").count
 
 
 class TorchBackend:
@@ -82,9 +97,8 @@ class OrtBackend:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
+        options.intra_op_num_threads = ort_threads(threads)
+        options.inter_op_num_threads = 1
         try:
             self.session = ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
         except Exception as e:  # onnxruntime raises its own exception types for bad files

@@ -100,3 +100,74 @@ def graph_summary(path: Path) -> dict:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     return {"opset": opset, "inputs": values(proto.graph.input), "outputs": values(proto.graph.output),
             "operators": sorted({f"{n.domain + '.' if n.domain else ''}{n.op_type}" for n in proto.graph.node})}
+
+
+# The operators ONNX Runtime's transformer optimizer fuses into (its get_fused_operator_statistics
+# list, less the quantized ones): the count of each that the optimizer added is what was fused.
+FUSED_OPS = ("EmbedLayerNormalization", "Attention", "MultiHeadAttention", "Gelu", "FastGelu", "BiasGelu",
+             "GemmFastGelu", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+             "SkipSimplifiedLayerNormalization", "RotaryEmbedding")
+
+
+def op_counts(proto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in proto.graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts
+
+
+def optimize(src: Path, dst: Path, num_heads: int, hidden_size: int,
+             external: bool = False) -> tuple[dict[str, int], str]:
+    """ONNX Runtime's transformer optimizer (model type bert, the config's heads and width) on
+    the graph at `src`, written to `dst` when it fused anything. Returns (fused operator ->
+    how many the optimizer added, note); ({}, why) when nothing was written: the optimizer
+    failed or found nothing to fuse, and the plain graph stands.
+
+    Only the optimizer's own Python fusions run (opt_level 0): the runtime's graph optimizations
+    are hardware-specific and are applied by every session at load time anyway."""
+    import logging
+
+    import onnx
+
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+    except ImportError as e:     # an onnxruntime build without its transformers tools
+        return {}, f"not optimized: onnxruntime.transformers is unavailable ({e})"
+    before = op_counts(onnx.load(str(src), load_external_data=False))
+    quiet = logging.getLogger("onnxruntime.transformers")     # it logs each fusion pass at INFO / WARNING
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        model = optimize_model(str(src), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                               opt_level=0)
+        after = op_counts(model.model)
+        fused = {op: after.get(op, 0) - before.get(op, 0) for op in FUSED_OPS
+                 if after.get(op, 0) > before.get(op, 0)}
+        if not fused:
+            return {}, "not optimized: ONNX Runtime's transformer optimizer found nothing to fuse"
+        model.save_model_to_file(str(dst), use_external_data_format=external)
+    except Exception as e:  # the optimizer raises whatever its pattern code hits on an unexpected graph
+        for leftover in Path(dst).parent.glob(Path(dst).name + "*"):
+            leftover.unlink()
+        return {}, f"not optimized: ONNX Runtime's transformer optimizer failed ({type(e).__name__}: " \
+                   f"{str(e).splitlines()[0][:200] if str(e) else ''}); the plain graph is kept"
+    finally:
+        quiet.setLevel(level)
+    return fused, "fused: " + ", ".join(f"{op} x{n}" for op, n in fused.items())
+
+
+def move_graph(src: Path, dst: Path) -> None:
+    """Rename a saved graph; one with external data is saved again under the new name (the
+    graph file names its data file)."""
+    import os
+
+    data = Path(str(src) + ".data")
+    if not data.exists():
+        os.replace(src, dst)
+        return
+    import onnx
+
+    proto = onnx.load(str(src))
+    onnx.save_model(proto, str(dst), save_as_external_data=True, location=Path(dst).name + ".data")
+    Path(src).unlink()
+    data.unlink()
