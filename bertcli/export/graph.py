@@ -72,15 +72,16 @@ def export_graph(module, path: Path, opset: int, fp16: bool = False) -> list[str
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
-    """ONNX Runtime dynamic quantization: int8 weights of MatMul/Gemm, activations quantized on
-    the fly per batch (no calibration data needed)."""
+    """ONNX Runtime dynamic quantization: int8 weights of MatMul/Gemm and of a fused graph's
+    Attention (its qkv projection: QAttention), activations quantized on the fly per batch (no
+    calibration data needed)."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer logs a pre-processing hint per call
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=False,
-                     op_types_to_quantize=["MatMul", "Gemm"], extra_options={"MatMulConstBOnly": True})
+                     op_types_to_quantize=["MatMul", "Gemm", "Attention"], extra_options={"MatMulConstBOnly": True})
 
 
 def graph_summary(path: Path) -> dict:
@@ -119,9 +120,10 @@ def op_counts(proto) -> dict[str, int]:
 def optimize(src: Path, dst: Path, num_heads: int, hidden_size: int,
              external: bool = False) -> tuple[dict[str, int], str]:
     """ONNX Runtime's transformer optimizer (model type bert, the config's heads and width) on
-    the graph at `src`, written to `dst` when it fused anything. Returns (fused operator ->
-    how many the optimizer added, note); ({}, why) when nothing was written: the optimizer
-    failed or found nothing to fuse, and the plain graph stands.
+    the graph at `src`, then bertcli's own fusions for the flat layout the optimizer does not
+    recognize (bertcli.export.fuse: contrib Attention, SkipLayerNormalization); written to `dst`
+    when anything was fused. Returns (fused operator -> how many were added, note); ({}, why)
+    when nothing was written: nothing matched or the fusions failed, and the plain graph stands.
 
     Only the optimizer's own Python fusions run (opt_level 0): the runtime's graph optimizations
     are hardware-specific and are applied by every session at load time anyway."""
@@ -129,31 +131,48 @@ def optimize(src: Path, dst: Path, num_heads: int, hidden_size: int,
 
     import onnx
 
-    try:
-        from onnxruntime.transformers.optimizer import optimize_model
-    except ImportError as e:     # an onnxruntime build without its transformers tools
-        return {}, f"not optimized: onnxruntime.transformers is unavailable ({e})"
-    before = op_counts(onnx.load(str(src), load_external_data=False))
+    from bertcli.export import fuse
+
+    proto = onnx.load(str(src))
+    before = op_counts(proto)
+    notes = []
     quiet = logging.getLogger("onnxruntime.transformers")     # it logs each fusion pass at INFO / WARNING
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        model = optimize_model(str(src), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
-                               opt_level=0)
-        after = op_counts(model.model)
-        fused = {op: after.get(op, 0) - before.get(op, 0) for op in FUSED_OPS
-                 if after.get(op, 0) > before.get(op, 0)}
-        if not fused:
-            return {}, "not optimized: ONNX Runtime's transformer optimizer found nothing to fuse"
-        model.save_model_to_file(str(dst), use_external_data_format=external)
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        proto = optimize_model(str(src), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                               opt_level=0).model
     except Exception as e:  # the optimizer raises whatever its pattern code hits on an unexpected graph
-        for leftover in Path(dst).parent.glob(Path(dst).name + "*"):
-            leftover.unlink()
-        return {}, f"not optimized: ONNX Runtime's transformer optimizer failed ({type(e).__name__}: " \
-                   f"{str(e).splitlines()[0][:200] if str(e) else ''}); the plain graph is kept"
+        notes.append(f"ONNX Runtime's transformer optimizer failed ({_why(e)})")
     finally:
         quiet.setLevel(level)
-    return fused, "fused: " + ", ".join(f"{op} x{n}" for op, n in fused.items())
+    try:
+        work = onnx.ModelProto()
+        work.CopyFrom(proto)
+        fuse.fuse_attention(work, num_heads, hidden_size)
+        fuse.fuse_skip_layer_norm(work)
+        proto = work
+    except Exception as e:  # a pattern this module did not foresee: the graph so far stands
+        notes.append(f"bertcli's attention / layer-norm fusions failed ({_why(e)})")
+    after = op_counts(proto)
+    fused = {op: after.get(op, 0) - before.get(op, 0) for op in FUSED_OPS if after.get(op, 0) > before.get(op, 0)}
+    if not fused:
+        return {}, "not optimized: " + ("; ".join(notes) or "nothing in the graph matched a fusion") \
+            + "; the plain graph is kept"
+    try:
+        onnx.save_model(proto, str(dst), save_as_external_data=external, location=Path(dst).name + ".data")
+    except Exception as e:  # e.g. a full disk: the plain graph is still there
+        for leftover in Path(dst).parent.glob(Path(dst).name + "*"):
+            leftover.unlink()
+        return {}, f"not optimized: writing the fused graph failed ({_why(e)}); the plain graph is kept"
+    return fused, "fused: " + ", ".join(f"{op} x{n}" for op, n in fused.items()) + "".join(f" ({n})" for n in notes)
+
+
+def _why(e: Exception) -> str:
+    first = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def move_graph(src: Path, dst: Path) -> None:
