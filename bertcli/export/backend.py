@@ -53,11 +53,12 @@ def ort_threads(threads: int | None) -> int:
     spins between operators, stalls on a machine shared with other jobs."""
     if threads:
         return int(threads)
-    try:
-        from bertcli.core.machine import choose_threads
-    except ImportError:      # an older bertcli.core.machine without the thread choice
+    from bertcli.core import machine
+
+    choose = getattr(machine, "choose_threads", None)
+    if choose is None:       # a bertcli.core.machine without the thread choice
         return max(1, os.cpu_count() or 1)
-    return choose_threads(None, "--threads").count
+    return int(choose(None, "--threads").count)
 
 
 class TorchBackend:

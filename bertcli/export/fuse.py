@@ -175,7 +175,7 @@ def fuse_attention(proto, num_heads: int, hidden: int) -> int:
                                    name="bertcli_fuse/Concat"),
                   helper.make_node("Cast", ["attention_mask"], [mask32], to=6, name="bertcli_fuse/Cast")]
     transposed: dict[str, str] = {}
-    remove = set()
+    remove: set[int] = set()
     for k, (gemm, interior, edges, scale) in enumerate(spans):
         w = gemm.input[1]
         if w not in transposed:          # ALBERT's layers share one weight: transpose it once
@@ -198,7 +198,8 @@ def fuse_skip_layer_norm(proto) -> int:
     from onnx import helper
 
     g = Graph(proto)
-    new_nodes, remove = [], set()
+    new_nodes: list = []
+    remove: set[int] = set()
     for ln in g.g.node:
         if ln.op_type != "LayerNormalization" or attr(ln, "axis", -1) != -1 or len(ln.input) < 3 or len(ln.output) != 1:
             continue
@@ -240,7 +241,9 @@ def _replace(proto, remove: set, new_nodes: list, new_inits: list) -> None:
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(inits)
     if not any(o.domain == MS for o in proto.opset_import):
-        proto.opset_import.append(__import__("onnx").helper.make_opsetid(MS, 1))
+        from onnx import helper
+
+        proto.opset_import.append(helper.make_opsetid(MS, 1))
     # value_info of removed intermediate values would only confuse shape inference
     names = {o for n in ordered for o in n.output}
     keep = [v for v in proto.graph.value_info if v.name in names]
