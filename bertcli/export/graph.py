@@ -4,7 +4,10 @@ Why the dynamo exporter: with torch 2.13 the TorchScript exporter (dynamo=False)
 encoder's boolean-masked scaled_dot_product_attention into a graph that differs from PyTorch by
 ~1e-2 on padded batches; the dynamo exporter matches within 1e-8 and emits only standard
 operators (MatMul, Gemm, LayerNormalization, Softmax, Where, ...), which ONNX Runtime and
-TensorRT's parser both take.
+TensorRT's parser both take. `optimize` then fuses it for ONNX Runtime (its transformer optimizer
+and bertcli.export.fuse): the fused graph holds ONNX Runtime's contrib operators (com.microsoft
+Attention, SkipLayerNormalization, Gelu), so a graph for another runtime is exported with
+--no-optimize.
 """
 
 from __future__ import annotations
