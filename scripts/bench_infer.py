@@ -141,9 +141,8 @@ class Eager:
 def time_backends(backends, latency_feed, batches, repeats: int) -> dict:
     """Latency and throughput of every backend, interleaved (a, b, c, d, a, b, ...) so that load
     from other processes on a shared machine falls on all of them alike; medians reported."""
-    for b in backends:
-        for _ in range(3):
-            b.run(latency_feed)
+    for b in backends:                  # warm-up: the runtimes' first-call allocations
+        b.run(latency_feed)
         b.run(batches[0])
     lat = {b.name: [] for b in backends}
     for _ in range(repeats):
@@ -253,6 +252,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="tiny,base")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=6, help="throughput batches of 32 at bert-base (tiny: 20)")
+    ap.add_argument("--repeats", type=int, default=15, help="latency repeats at bert-base (tiny: 50)")
     ap.add_argument("--steps", type=int, default=800, help="fine-tuning steps of the quality model (0: no quality)")
     args = ap.parse_args()
     from bertcli.core import console
@@ -290,7 +291,8 @@ def main() -> None:
                 random_classifier(ckpt, work / "tok", shape)
             many = shape == "tiny"
             report[f"bert-{shape}"] = bench_shape(shape, ckpt, work, texts, args.threads,
-                                                  n_batches=20 if many else 6, repeats=50 if many else 15)
+                                                  n_batches=20 if many else args.batches,
+                                                  repeats=50 if many else args.repeats)
     base = report.get("bert-base", {}).get("backends")
     if base:
         report["goals"] = {

@@ -84,8 +84,10 @@ def _match_attention(g: Graph, gemm, num_heads: int, hidden: int):
     """(interior nodes, the output Reshape, scale) of one attention span starting at the qkv
     Gemm, or None when the span is not exactly the pattern."""
     w = gemm.input[1] if len(gemm.input) > 1 else ""
-    if attr(gemm, "transB", 0) != 1 or attr(gemm, "transA", 0) != 0 or w not in g.inits or len(gemm.input) < 3 \
-            or gemm.input[2] not in g.inits or attr(gemm, "alpha", 1.0) != 1.0 or attr(gemm, "beta", 1.0) != 1.0:
+    # (a bias of zeros -- a freshly initialized model -- is dropped by the exporter: no third input)
+    if attr(gemm, "transB", 0) != 1 or attr(gemm, "transA", 0) != 0 or w not in g.inits \
+            or (len(gemm.input) > 2 and gemm.input[2] and gemm.input[2] not in g.inits) \
+            or attr(gemm, "alpha", 1.0) != 1.0 or attr(gemm, "beta", 1.0) != 1.0:
         return None
     if tuple(g.inits[w].dims) != (3 * hidden, hidden):
         return None
@@ -182,8 +184,11 @@ def fuse_attention(proto, num_heads: int, hidden: int) -> int:
             transposed[w] = f"{w}/attention_t"
             new_inits.append(numpy_helper.from_array(np.ascontiguousarray(g.array(w).T), transposed[w]))
         x3, a = f"bertcli_fuse/{k}/x", f"bertcli_fuse/{k}/attention"
+        bias = gemm.input[2] if len(gemm.input) > 2 and gemm.input[2] else f"bertcli_fuse/{k}/zero_bias"
+        if bias not in g.inits:
+            new_inits.append(numpy_helper.from_array(np.zeros(3 * hidden, dtype=g.array(w).dtype), bias))
         new_nodes += [helper.make_node("Reshape", [gemm.input[0], shape3], [x3], name=f"bertcli_fuse/{k}/Reshape_in"),
-                      helper.make_node("Attention", [x3, transposed[w], gemm.input[2], mask32], [a], domain=MS,
+                      helper.make_node("Attention", [x3, transposed[w], bias, mask32], [a], domain=MS,
                                        num_heads=num_heads, scale=float(scale), name=f"bertcli_fuse/{k}/Attention"),
                       helper.make_node("Reshape", [a, "bertcli_fuse/shape_nh"], [edges[-1].output[0]],
                                        name=f"bertcli_fuse/{k}/Reshape_out")]
