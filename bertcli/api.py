@@ -260,12 +260,13 @@ def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str,
 
 def export(checkpoint: PathLike, out: PathLike, task: str | None = None, opset: int = DEFAULT_OPSET, fp16: bool = False,
            quantize: Literal["int8"] | None = None, dev: PathLike | None = None, verify: bool = True,
-           force: bool = False, threads: int | None = None) -> ExportResult:
+           force: bool = False, threads: int | None = None, optimize: bool = True) -> ExportResult:
     """Export a checkpoint to an ONNX bundle, verified against PyTorch unless `verify=False`
     (needs the `export` extra). `result.passed` is False when verification failed (the bundle
-    is then not kept)."""
+    is then not kept). `optimize`: ONNX Runtime's transformer fusions, kept where verified (not
+    for fp16, the GPU runtimes' graph)."""
     return run_export(resolve_checkpoint(checkpoint), Path(out), task=task, opset=opset, fp16=fp16, quantize=quantize,
-                      dev=_path(dev), verify=verify, force=force, threads=threads)
+                      dev=_path(dev), verify=verify, force=force, threads=threads, optimize=optimize)
 
 
 def predict(model: PathLike, input: PathLike, out: PathLike | None = None, task: str | None = None,

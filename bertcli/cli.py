@@ -286,6 +286,8 @@ def export_cmd(
                                     help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
     verify: bool = typer.Option(True, "--verify/--no-verify",
                                 help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
+    optimize: bool = typer.Option(True, "--optimize/--no-optimize",
+                                  help="ONNX Runtime's transformer fusions (kept only where they pass verification)."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
                                "(or export_info.json) lists are removed; anything else there stays."),
     threads: int | None = num_option(None, "--threads", ge=1,
@@ -297,7 +299,7 @@ def export_cmd(
     # typer reads the flag as a plain str; export refuses anything but int8 with a UserError
     result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
                         quantize=cast("Literal['int8'] | None", quantize), dev=dev,
-                        verify=verify, force=force, threads=threads)
+                        verify=verify, force=force, threads=threads, optimize=optimize)
     if not result.passed:
         raise typer.Exit(code=1)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bertcli.core.errors import UserError
+from bertcli.core.machine import choose_threads
 
 EXTRA_HINT = "pip install 'bertcli[export]'   (onnx, onnxruntime, onnxscript)"
 
@@ -43,6 +44,16 @@ def pad_batch(encodings: Sequence, pad_id: int, names: Sequence[str], multiple: 
         ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
     feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
     return {n: feed[n] for n in names}
+
+
+def ort_threads(threads: int | None) -> int:
+    """ONNX Runtime's intra-op threads: the count asked for, else the choice training makes
+    (bertcli.core.machine.choose_threads: OMP_NUM_THREADS, else the cores other jobs leave free).
+    ORT's own default, a thread per core that spins between operators, stalls on a machine
+    shared with other jobs."""
+    if threads:
+        return int(threads)
+    return int(choose_threads(None, "--threads").count)
 
 
 class TorchBackend:
@@ -82,9 +93,8 @@ class OrtBackend:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
+        options.intra_op_num_threads = ort_threads(threads)
+        options.inter_op_num_threads = 1
         try:
             self.session = ort.InferenceSession(str(path), options, providers=list(providers or ["CPUExecutionProvider"]))
         except Exception as e:  # onnxruntime raises its own exception types for bad files

@@ -4,7 +4,10 @@ Why the dynamo exporter: with torch 2.13 the TorchScript exporter (dynamo=False)
 encoder's boolean-masked scaled_dot_product_attention into a graph that differs from PyTorch by
 ~1e-2 on padded batches; the dynamo exporter matches within 1e-8 and emits only standard
 operators (MatMul, Gemm, LayerNormalization, Softmax, Where, ...), which ONNX Runtime and
-TensorRT's parser both take.
+TensorRT's parser both take. `optimize` then fuses it for ONNX Runtime (its transformer optimizer
+and bertcli.export.fuse): the fused graph holds ONNX Runtime's contrib operators (com.microsoft
+Attention, SkipLayerNormalization, Gelu), so a graph for another runtime is exported with
+--no-optimize.
 """
 
 from __future__ import annotations
@@ -72,15 +75,16 @@ def export_graph(module, path: Path, opset: int, fp16: bool = False) -> list[str
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
-    """ONNX Runtime dynamic quantization: int8 weights of MatMul/Gemm, activations quantized on
-    the fly per batch (no calibration data needed)."""
+    """ONNX Runtime dynamic quantization: int8 weights of MatMul/Gemm and of a fused graph's
+    Attention (its qkv projection: QAttention), activations quantized on the fly per batch (no
+    calibration data needed)."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer logs a pre-processing hint per call
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=False,
-                     op_types_to_quantize=["MatMul", "Gemm"], extra_options={"MatMulConstBOnly": True})
+                     op_types_to_quantize=["MatMul", "Gemm", "Attention"], extra_options={"MatMulConstBOnly": True})
 
 
 def graph_summary(path: Path) -> dict:
@@ -100,3 +104,92 @@ def graph_summary(path: Path) -> dict:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     return {"opset": opset, "inputs": values(proto.graph.input), "outputs": values(proto.graph.output),
             "operators": sorted({f"{n.domain + '.' if n.domain else ''}{n.op_type}" for n in proto.graph.node})}
+
+
+# The operators ONNX Runtime's transformer optimizer fuses into (its get_fused_operator_statistics
+# list, less the quantized ones): the count of each that the optimizer added is what was fused.
+FUSED_OPS = ("EmbedLayerNormalization", "Attention", "MultiHeadAttention", "Gelu", "FastGelu", "BiasGelu",
+             "GemmFastGelu", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+             "SkipSimplifiedLayerNormalization", "RotaryEmbedding")
+
+
+def op_counts(proto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in proto.graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts
+
+
+def optimize(src: Path, dst: Path, num_heads: int, hidden_size: int,
+             external: bool = False) -> tuple[dict[str, int], str]:
+    """ONNX Runtime's transformer optimizer (model type bert, the config's heads and width) on
+    the graph at `src`, then bertcli's own fusions for the flat layout the optimizer does not
+    recognize (bertcli.export.fuse: contrib Attention, SkipLayerNormalization); written to `dst`
+    when anything was fused. Returns (fused operator -> how many were added, note); ({}, why)
+    when nothing was written: nothing matched or the fusions failed, and the plain graph stands.
+
+    Only the optimizer's own Python fusions run (opt_level 0): the runtime's graph optimizations
+    are hardware-specific and are applied by every session at load time anyway."""
+    import logging
+
+    import onnx
+
+    from bertcli.export import fuse
+
+    proto = onnx.load(str(src))
+    before = op_counts(proto)
+    notes = []
+    quiet = logging.getLogger("onnxruntime.transformers")     # it logs each fusion pass at INFO / WARNING
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        proto = optimize_model(str(src), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                               opt_level=0).model
+    except Exception as e:  # the optimizer raises whatever its pattern code hits on an unexpected graph
+        notes.append(f"ONNX Runtime's transformer optimizer failed ({_why(e)})")
+    finally:
+        quiet.setLevel(level)
+    try:
+        work = onnx.ModelProto()
+        work.CopyFrom(proto)
+        fuse.fuse_attention(work, num_heads, hidden_size)
+        fuse.fuse_skip_layer_norm(work)
+        proto = work
+    except Exception as e:  # a pattern this module did not foresee: the graph so far stands
+        notes.append(f"bertcli's attention / layer-norm fusions failed ({_why(e)})")
+    after = op_counts(proto)
+    fused = {op: after.get(op, 0) - before.get(op, 0) for op in FUSED_OPS if after.get(op, 0) > before.get(op, 0)}
+    if not fused:
+        return {}, "not optimized: " + ("; ".join(notes) or "nothing in the graph matched a fusion") \
+            + "; the plain graph is kept"
+    try:
+        onnx.save_model(proto, str(dst), save_as_external_data=external, location=Path(dst).name + ".data")
+    except Exception as e:  # e.g. a full disk: the plain graph is still there
+        for leftover in Path(dst).parent.glob(Path(dst).name + "*"):
+            leftover.unlink()
+        return {}, f"not optimized: writing the fused graph failed ({_why(e)}); the plain graph is kept"
+    return fused, "fused: " + ", ".join(f"{op} x{n}" for op, n in fused.items()) + "".join(f" ({n})" for n in notes)
+
+
+def _why(e: Exception) -> str:
+    first = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def move_graph(src: Path, dst: Path) -> None:
+    """Rename a saved graph; one with external data is saved again under the new name (the
+    graph file names its data file)."""
+    import os
+
+    data = Path(str(src) + ".data")
+    if not data.exists():
+        os.replace(src, dst)
+        return
+    import onnx
+
+    proto = onnx.load(str(src))
+    onnx.save_model(proto, str(dst), save_as_external_data=True, location=Path(dst).name + ".data")
+    Path(src).unlink()
+    data.unlink()

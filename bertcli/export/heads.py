@@ -101,9 +101,11 @@ def detect_kind(directory: Path, task: str | None = None) -> HeadKind:
 
 # ----------------------------------------------------------------------------- traced module
 def input_names(config) -> list[str]:
-    """The graph's inputs: token_type_ids only where the family reads them."""
+    """The graph's inputs: token_type_ids only where they can be other than 0 -- the family reads
+    them (not RoBERTa, ModernBERT) and the model has more than one type (type_vocab_size 1:
+    every id is 0, and the encoder adds type 0's row itself when it gets none)."""
     names = ["input_ids", "attention_mask"]
-    if config.spec.uses_token_types:
+    if config.spec.uses_token_types and config.type_vocab_size > 1:
         names.append("token_type_ids")
     return names
 

@@ -63,6 +63,7 @@ class Predictor:
     options: dict = field(default_factory=dict)
     batch_size: int = 32
     per_token: frozenset = frozenset()    # outputs [B, T, ...]: cut to each window's real tokens
+    sort: bool = True                     # batch by length inside each window of records (see predict)
 
     def __post_init__(self):
         if not self.per_token:
@@ -73,9 +74,14 @@ class Predictor:
 
     def predict(self, records: Iterable[tuple[str, dict]], chunk: int | None = None,
                 bar=None) -> Iterator[dict]:
-        """One prediction per (where, record), in order."""
+        """One prediction per (where, record), in order. Records are taken `chunk` at a time
+        (default 10 batches' worth, so memory is bounded); inside a chunk their windows are run
+        shortest first, so each batch is padded only to similar lengths (the exported graph
+        computes every padded position), and the results are put back in input order. The
+        predictions are those of unsorted batching: every position sees only its own row's
+        real tokens."""
         dec = head_kind(self.task).featurizer(self.context())
-        chunk = chunk or self.batch_size * 16
+        chunk = chunk or self.batch_size * 10
         buffer: list[tuple[str, dict]] = []
         for item in records:
             buffer.append(item)
@@ -89,7 +95,9 @@ class Predictor:
         # per record: its windows (a decoder that windows a whole chunk at once has encode_many)
         windows = dec.encode_many(items) if hasattr(dec, "encode_many") else [dec.encode(rec, where) for where, rec in items]
         flat = [(r, w) for r, ws in enumerate(windows) for w in range(len(ws))]
-        order = sorted(range(len(flat)), key=lambda i: len(windows[flat[i][0]][flat[i][1]].ids))
+        order = list(range(len(flat)))
+        if self.sort:                 # stable: equal lengths keep their input order
+            order.sort(key=lambda i: len(windows[flat[i][0]][flat[i][1]].ids))
         results: list[dict | None] = [None] * len(flat)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]

@@ -61,7 +61,7 @@ def check_out_dir(out: Path, force: bool, inputs=()) -> None:
 
 def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int = 18, fp16: bool = False,
                quantize: str | None = None, dev: Path | None = None, verify: bool = True,
-               force: bool = False, threads: int | None = None) -> ExportResult:
+               force: bool = False, threads: int | None = None, optimize: bool = True) -> ExportResult:
     require_onnx()
     checkpoint, out = Path(checkpoint), Path(out)
     # Everything that needs no weights first: a mistake is reported at once.
@@ -92,7 +92,8 @@ def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int 
         tmp = temporary_dir(out)
         try:
             with removing_on_signal():
-                info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify)
+                info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set,
+                              verify, optimize)
                 passed = all(c["passed"] for c in info["verification"].values())
                 if passed:              # only the files an earlier bundle's marker lists are replaced
                     install(tmp, out)
@@ -102,7 +103,8 @@ def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int 
     return ExportResult(out, info, passed)
 
 
-def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify) -> dict:
+def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify,
+           optimize=True) -> dict:
     from bertcli.model.checkpoint import copy_tokenizer
 
     copy_tokenizer(checkpoint, tmp)
@@ -126,8 +128,13 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         outputs = graph.export_graph(module, fp32_path, opset)
     export_s = time.monotonic() - start
     checks = {}
-    if verify:
-        checks["fp16" if fp16 else "fp32"] = _verify(reference, fp32_path, batches, "fp16" if fp16 else "fp32")
+    if fp16:
+        optimization = {"applied": False, "fused": {}, "note": "not optimized: fp16 graphs are left as exported "
+                        "(this CPU runtime cannot verify a fused fp16 graph)"}
+        if verify:
+            checks["fp16"] = _verify(reference, fp32_path, batches, "fp16")
+    else:
+        optimization = _optimize(fp32_path, config, reference, batches, verify, checks, optimize)
     if quantize:
         graph.quantize_int8(fp32_path, tmp / "model.onnx")
         if verify:
@@ -150,6 +157,7 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
         "featurizer": trained_options(checkpoint),        # fine-tuning's windows: predict reads them
         "labels": list(config.labels) if kind.task in ("classification", "token-classification") and config.labels
         else None,
+        "optimization": optimization,     # what ONNX Runtime's transformer optimizer fused, or why not
         "verification": {k: c.as_dict() for k, c in checks.items()},
         "dev_metrics": dev_metrics or None,
         "export_seconds": round(export_s, 2),
@@ -162,6 +170,44 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
     info["files"]["export_info.json"] = None  # itself; written below
     (tmp / "export_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
+
+
+def _optimize(path: Path, config, reference, batches, verify: bool, checks: dict, optimize: bool) -> dict:
+    """Fuse the fp32 graph at `path` in place with ONNX Runtime's transformer optimizer. The
+    fused graph replaces the plain one only when it passes the fp32 verification against PyTorch
+    (or verification is off); otherwise the plain graph stays, is verified, and the note says
+    why. Sets checks["fp32"] to the kept graph's check; returns export_info's `optimization`."""
+    fused: dict[str, int] = {}
+    note = "not optimized: --no-optimize"
+    rejected = None
+    if optimize:
+        candidate = path.with_name(path.stem + ".fused.onnx")
+        external = Path(str(path) + ".data").exists()
+        fused, note = graph.optimize(path, candidate, config.num_attention_heads, config.hidden_size, external)
+        if fused:
+            check = _verify(reference, candidate, batches, "fp32") if verify else None
+            if check is None or check.passed:
+                graph.move_graph(candidate, path)
+                if check is not None:
+                    checks["fp32"] = check
+                else:
+                    note += " (not verified: --no-verify)"
+            else:
+                rejected = check.as_dict()
+                worst = max(check.max_abs_diff, key=lambda n: check.max_abs_diff[n] - check.tolerance[n])
+                note = (f"not optimized: the fused graph ({note.removeprefix('fused: ')}) differs from PyTorch by "
+                        f"{check.max_abs_diff[worst]:.3g} on {worst}, over the fp32 tolerance "
+                        f"{check.tolerance[worst]:.3g}; the plain graph is kept")
+                fused = {}
+                for leftover in path.parent.glob(candidate.name + "*"):
+                    leftover.unlink()
+    if fused:
+        console.log(f"optimized the graph: {note}")
+    elif optimize:
+        console.log(f"warning: {note}")
+    if verify and "fp32" not in checks:
+        checks["fp32"] = _verify(reference, path, batches, "fp32")
+    return {"applied": bool(fused), "fused": fused, "note": note, "rejected_check": rejected}
 
 
 def _verify(reference, path: Path, batches, precision: str):
