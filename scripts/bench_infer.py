@@ -185,7 +185,7 @@ def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: i
     from bertcli.export.run import run_export
     from bertcli.export.verify import compare, verification_batches
     from bertcli.model.checkpoint import load_checkpoint
-    from bertcli.model.hf import read_config
+    from bertcli.config.checkpoint import read_config
     from bertcli.tokenization.load import load_tokenizer
 
     t = time.perf_counter()
