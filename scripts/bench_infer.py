@@ -179,13 +179,13 @@ def sorted_batches(encs, batch: int, window: int):
 def bench_shape(shape: str, ckpt: Path, work: Path, texts: list[str], threads: int, n_batches: int, repeats: int) -> dict:
     import transformers
 
+    from bertcli.config.checkpoint import read_config
     from bertcli.export import graph
     from bertcli.export.backend import TorchBackend
     from bertcli.export.heads import detect_kind, exportable
     from bertcli.export.run import run_export
     from bertcli.export.verify import compare, verification_batches
     from bertcli.model.checkpoint import load_checkpoint
-    from bertcli.config.checkpoint import read_config
     from bertcli.tokenization.load import load_tokenizer
 
     t = time.perf_counter()
