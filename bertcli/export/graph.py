@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bertcli.export import fuse
+
 # A protobuf file cannot exceed 2 GB; bigger models keep their weights in `model.onnx.data`.
 EXTERNAL_DATA_BYTES = 1_800_000_000
 MIN_OPSET = 17
@@ -133,8 +135,6 @@ def optimize(src: Path, dst: Path, num_heads: int, hidden_size: int,
     import logging
 
     import onnx
-
-    from bertcli.export import fuse
 
     proto = onnx.load(str(src))
     before = op_counts(proto)

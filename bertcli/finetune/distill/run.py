@@ -19,8 +19,13 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
+from bertcli.finetune.classification.classify import ClassifyTask, _read_rows, read_table
+from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
 from bertcli.finetune.engine import run_task
+from bertcli.finetune.qa.task import SquadTask
+from bertcli.finetune.tagging.task import NerTask
+from bertcli.io.text import LineOptions, check_encoding
 
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
@@ -29,10 +34,6 @@ CACHE = ".teacher-logits"    # inside the output directory (nothing is written b
 def add_unlabelled(task, path: Path, recipe) -> int:
     """Append the texts of `path` (the classify reader's rules and columns) to the training split
     with label -100: the teacher's soft targets are all they carry. Returns their number."""
-    from bertcli.finetune.classification.classify import _read_rows, read_table
-    from bertcli.finetune.classification.glue_data import Split
-    from bertcli.io.text import LineOptions, check_encoding
-
     if task.head != "classification":
         raise UserError(f"--unlabelled is for --task classify (not {task.name})", where="--unlabelled",
                         fix="leave --unlabelled out, or distill a classifier")
@@ -118,8 +119,6 @@ def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = N
     """The fine-tuning task `name` (classify, ner, squad) on the finetune commands' data flags;
     (task, recipe with the column flags in its classify block)."""
     if name == "classify":
-        from bertcli.finetune.classification.classify import ClassifyTask
-
         if train is None or dev is None:
             raise UserError("--task classify needs --train and --dev", fix="e.g. --train train.csv --dev dev.csv")
         if columns:
@@ -131,13 +130,9 @@ def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = N
         raise UserError(f"--train/--dev/--test and the column flags are for --task classify, not {name}",
                         fix="give --data-dir for ner and squad")
     if name == "ner":
-        from bertcli.finetune.tagging.task import NerTask
-
         if data_dir is None:
             raise UserError("--task ner needs --data-dir", fix="e.g. --data-dir conll2003/ (train.txt, valid.txt)")
         return NerTask(recipe.finetune, data_dir, encoding), recipe
     if name == "squad":
-        from bertcli.finetune.qa.task import SquadTask
-
         return SquadTask(recipe.finetune, version, data_dir, hub), recipe
     raise UserError(f"unknown --task {name!r}", fix="one of: classify, ner, squad")

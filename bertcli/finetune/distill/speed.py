@@ -15,6 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bertcli.config.checkpoint import read_config
+from bertcli.export.backend import OrtBackend
+from bertcli.export.graph import quantize_int8
+from bertcli.export.run import run_export
+
 
 def _feed(batch: int, length: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
     """Random non-special ids (ids 0..4 are specials in every bertcli tokenizer layout), all real."""
@@ -25,9 +30,6 @@ def _feed(batch: int, length: int, vocab: int, seed: int) -> dict[str, np.ndarra
 
 def export_pair(checkpoint: Path, work: Path) -> tuple[Path, Path]:
     """(fp32 model.onnx, int8 model) of a checkpoint, written under `work`."""
-    from bertcli.export.graph import quantize_int8
-    from bertcli.export.run import run_export
-
     bundle = run_export(Path(checkpoint), work / "fp32", verify=False, force=True)
     int8 = work / "int8.onnx"
     quantize_int8(bundle.out / "model.onnx", int8)
@@ -36,9 +38,6 @@ def export_pair(checkpoint: Path, work: Path) -> tuple[Path, Path]:
 
 def onnx_speed(models: dict[str, Path], work: Path, length: int = 128, repeats: int = 20, batches: int = 4,
                threads: int | None = None) -> dict:
-    from bertcli.config.checkpoint import read_config
-    from bertcli.export.backend import OrtBackend
-
     sessions, sizes = {}, {}
     vocab = min(read_config(Path(d)).vocab_size for d in models.values())
     for name, directory in models.items():

@@ -16,9 +16,13 @@ from typing import Any
 
 import torch
 
+from bertcli.config.checkpoint import read_config
+from bertcli.config.model import encoder_config
+from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.model.checkpoint import load_checkpoint
 from bertcli.model.heads import init_weights
+from bertcli.tokenization.load import load_tokenizer
 
 
 def pick_layers(depth: int, k: int) -> list[int]:
@@ -87,8 +91,6 @@ def _family_and_vocab(student_cfg, teacher_cfg, spec: str) -> None:
 
 
 def _same_tokenizer(student_dir: Path, teacher_dir: Path) -> None:
-    from bertcli.tokenization.load import load_tokenizer
-
     a, b = load_tokenizer(student_dir).tokenizer, load_tokenizer(teacher_dir).tokenizer
     if a.get_vocab() != b.get_vocab():
         raise UserError(f"the student {student_dir} has another vocabulary than the teacher {teacher_dir} (same size, "
@@ -105,15 +107,10 @@ def from_spec(spec: str, teacher: Any, teacher_dir: Path, task, dropout: float |
     torch.manual_seed(seed)
     path = Path(spec)
     if path.is_dir():
-        from bertcli.config.checkpoint import read_config
-
         _family_and_vocab(read_config(path), tc, spec)
         _same_tokenizer(path, teacher_dir)
         student, _ = load_checkpoint(path, head=task.head, dropout=dropout, **task.model_kwargs)
     else:
-        from bertcli.config.model import encoder_config
-        from bertcli.config.recipe import load_recipe
-
         recipe = load_recipe(spec, [])
         if recipe.model.family != tc.family:
             raise UserError(f"the student recipe {spec} builds a {recipe.model.family} model and the teacher is a "

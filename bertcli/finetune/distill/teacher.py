@@ -27,13 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertcli.config.checkpoint import read_config
+from bertcli.config.checkpoint import read_config, weights_sha256
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
 from bertcli.finetune.distill import losses
+from bertcli.finetune.distill.speed import onnx_speed, relative
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
+from bertcli.finetune.heads import saved_head
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
 
 HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_outputs"}
@@ -47,8 +49,6 @@ def parameter_count(model: Any) -> int:
 def check_teacher_head(directory: Path, head: str) -> None:
     """A teacher must have the task's trained head (config.json's architectures), before any data
     is read."""
-    from bertcli.finetune.heads import saved_head
-
     have = saved_head(directory)
     if have != head:
         what = "no task head (a pretraining checkpoint)" if have == "pretraining" else f"a {have} head"
@@ -148,8 +148,6 @@ class Teacher:
         console.log(f"distill: the teacher's logits on {len(train):,} training features computed once, for every epoch")
 
     def _key(self, task, train, cfg) -> str:
-        from bertcli.config.checkpoint import weights_sha256
-
         h = hashlib.sha256(weights_sha256(self.directory).encode() + task.head.encode())
         for a in (train.ids, train.types, train.offsets, *train.per_token.values(), *train.per_feature.values()):
             h.update(np.ascontiguousarray(a).tobytes())
@@ -290,8 +288,6 @@ class Teacher:
     def _speed(self, student_dir: Path) -> dict:
         """ONNX Runtime fp32 / int8 latency and throughput of teacher and student (speed.py)."""
         import tempfile
-
-        from bertcli.finetune.distill.speed import onnx_speed, relative
 
         console.log("distill: timing teacher and student with ONNX Runtime (fp32, int8)")
         with tempfile.TemporaryDirectory() as work:
