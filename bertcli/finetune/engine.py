@@ -165,7 +165,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
     best_state: dict[str, torch.Tensor] | None = None
     history: list[dict] = []
     step, epoch = 0, 0
-    select = getattr(cfg, "select", "best")
+    select = cfg.select
     with StopFlag() as stop, fit_progress(f"fine-tuning {task.name}", total, hyper.epochs) as bar:
         while step < total and stop.signum is None:
             epoch += 1
@@ -350,7 +350,7 @@ def baselines(task: Task, devs: dict) -> dict[str, tuple[str, float, int]]:
 def run_facts(cfg, lr: auto_lr.LrChoice, result: FitResult, test_metrics: dict, chance: dict | None) -> dict:
     """results.json's entries for the rate, the kept epoch's rule, the scored test splits, a
     chance-level finding and a stop by signal."""
-    facts: dict = {"learning_rate": lr.record(), "select": getattr(cfg, "select", "best")}
+    facts: dict = {"learning_rate": lr.record(), "select": cfg.select}
     if test_metrics:
         facts["test"] = test_metrics
     if chance is not None:
