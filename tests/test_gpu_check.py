@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import HANG_GUARD_S, REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 from gpu_check import PEAKS, flops_per_token, peak_tflops  # noqa: E402
@@ -24,7 +24,7 @@ CHECKS = ["device", "pretrain_bf16_128", "pretrain_bf16_512", "pretrain_bf16_128
 def test_the_dry_mode_prints_one_passing_json_line_per_check(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
     r = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), "--cpu", "--cache", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=900)
+                       capture_output=True, text=True, env=env, timeout=HANG_GUARD_S)  # a hang guard, not a speed limit
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert [x["check"] for x in lines] == CHECKS, r.stdout + r.stderr[-3000:]
     by = {x["check"]: x for x in lines}
