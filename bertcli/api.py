@@ -204,7 +204,7 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
     with the finetune commands' data arguments (classify: train / dev / test and the columns;
     ner: data_dir; squad: data_dir or hub, version). The student: `layers` of the teacher's
     (default 4), or `student`, a checkpoint directory or recipe of the teacher's family and
-    vocabulary. `unlabelled` (classify): texts only the teacher labels. Returns results.json's
+    vocabulary. `unlabelled`: examples only the teacher labels (distill/unlabelled.py). Returns results.json's
     content, whose `distill` entry puts teacher and student side by side."""
     columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
     r = load(recipe, overrides, "finetune")

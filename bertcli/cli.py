@@ -355,8 +355,9 @@ def distill_cmd(
                                        help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
                                             "(a fresh head)."),
     unlabelled: Path | None = typer.Option(None, "--unlabelled",
-                                           help="classify: more texts (the --text-column of a csv/tsv/jsonl/parquet) that only "
-                                                "the teacher labels."),
+                                           help="Examples only the teacher labels: classify, the training file's layout "
+                                                "and columns; ner, one sentence per line (or jsonl \"tokens\"); squad, "
+                                                "SQuAD JSON or jsonl \"question\" + \"context\" (answers not read)."),
     recipe: str = typer.Option("distill", "--recipe", "-r",
                                help="Recipe whose `finetune` section (and its `distill` block) is used."),
     set_: list[str] | None = SetOpt,

@@ -179,3 +179,90 @@ def test_a_narrower_student_learns_through_a_projection_of_its_hidden_states():
     with pytest.raises(ValueError, match="student state"):   # without the projection the widths cannot meet
         student(ids, mask, types)
         losses.hidden_loss(cap_s.take()[0], [torch.zeros(1, 32)] * 5, pick_layers(4, 2))
+
+
+def _task(head: str, train, tmp_path):
+    from types import SimpleNamespace
+
+    from bertcli.finetune.task import TaskSplits
+
+    return SimpleNamespace(head=head, encoding=None, data=TaskSplits(train, [], facts={"scheme": "iob2"}))
+
+
+def _recipe():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(corpus=SimpleNamespace(max_line_bytes=1 << 20))
+
+
+def test_unlabelled_ner_sentences_follow_the_labelled_ones_words_or_characters(tmp_path):
+    """Words split on white space; a character-level training split (every token one
+    character, as People's Daily) gets one word per character. Placeholder tags `O`."""
+    from bertcli.finetune.distill.unlabelled import add_unlabelled
+    from bertcli.finetune.tagging.data import TagSplit
+
+    f = tmp_path / "more.txt"
+    f.write_text("John lives  in Paris\n\n上海 是 城市\n", encoding="utf-8")
+    words = _task("token", TagSplit("train", "t", [["Ann", "runs"]], [["B-PER", "O"]], ["t:1"]), tmp_path)
+    assert add_unlabelled(words, f, _recipe()) == 2
+    t = words.data.train
+    assert t.tokens == [["Ann", "runs"], ["John", "lives", "in", "Paris"], ["上海", "是", "城市"]]
+    assert t.tags[1:] == [["O"] * 4, ["O"] * 3] and t.tags[0] == ["B-PER", "O"]
+    assert words.data.facts == {"scheme": "iob2", "unlabelled": 2, "unlabelled_source": str(f)}
+    chars = _task("token", TagSplit("train", "t", [["北", "京"]], [["B-LOC", "I-LOC"]], ["t:1"]), tmp_path)
+    add_unlabelled(chars, f, _recipe())
+    assert chars.data.train.tokens[2] == ["上", "海", "是", "城", "市"]
+    jl = tmp_path / "more.jsonl"
+    jl.write_text('{"tokens": ["a", "b"]}\n{"tokens": []}\n', encoding="utf-8")
+    assert add_unlabelled(words, jl, _recipe()) == 1          # an empty sentence has nothing to teach
+
+
+def test_unlabelled_squad_questions_have_no_answers_and_share_contexts(tmp_path):
+    """The official JSON (answers not read) or jsonl; a context already in the training split
+    is not repeated; ids prefixed so they never meet a labelled one."""
+    import json
+
+    from bertcli.finetune.distill.unlabelled import add_unlabelled
+    from bertcli.finetune.qa.data import SquadSplit
+
+    train = SquadSplit("train", "t", ["ctx one"], ["q1"], ["what?"], [0], [["one"]], [[4]])
+    doc = {"data": [{"paragraphs": [{"context": "ctx one", "qas": [{"id": "q1", "question": "which?",
+                                                                     "answers": [{"text": "x", "answer_start": 99}]}]},
+                                    {"context": "ctx two", "qas": [{"id": "q2", "question": "who?"}]}]}]}
+    (tmp_path / "u.json").write_text(json.dumps(doc), encoding="utf-8")
+    task = _task("qa", train, tmp_path)
+    assert add_unlabelled(task, tmp_path / "u.json", _recipe()) == 2
+    t = task.data.train
+    assert t.contexts == ["ctx one", "ctx two"] and t.context_of == [0, 0, 1]
+    assert t.ids == ["q1", "unlabelled-q1", "unlabelled-q2"] and t.answers == [["one"], [], []]
+    assert t.starts == [[4], [], []] and t.questions[1:] == ["which?", "who?"]
+    (tmp_path / "u.jsonl").write_text('{"question": "a?", "context": "ctx three"}\n', encoding="utf-8")
+    task = _task("qa", train, tmp_path)
+    add_unlabelled(task, tmp_path / "u.jsonl", _recipe())
+    assert task.data.train.contexts[-1] == "ctx three" and task.data.train.ids[-1].startswith("unlabelled-")
+
+
+def test_hard_loss_leaves_out_what_only_the_teacher_labels():
+    """Teacher.gold masks the --unlabelled features out of the task's own loss, per head."""
+    from types import SimpleNamespace
+
+    from bertcli.finetune.distill.teacher import Teacher
+
+    t = Teacher.__new__(Teacher)
+    t.gold = torch.tensor([True, False, True])
+    logits = torch.randn(3, 4)
+    labels = torch.tensor([1, 0, 2])
+    task = SimpleNamespace(head="classification", loss=lambda o, b: F.cross_entropy(o, b["labels"]))
+    got = t._hard(task, logits, {"index": torch.tensor([0, 1, 2]), "labels": labels})
+    assert torch.allclose(got, F.cross_entropy(logits[[0, 2]], labels[[0, 2]]))
+    # token head: rows at flat positions of a [B=2, T=3] batch; feature 1 (index 1) is unlabelled
+    flat = torch.tensor([0, 2, 3, 5])
+    tok_labels = torch.full((2, 3), -100)
+    tok_labels.view(-1)[flat] = torch.tensor([1, 2, 3, 0])
+    task = SimpleNamespace(head="token", loss=lambda o, b: F.cross_entropy(o[0], b["labels"].reshape(-1)[o[1]]))
+    got = t._hard(task, (logits.repeat(2, 1)[:4], flat),
+                  {"index": torch.tensor([0, 1]), "labels": tok_labels, "input_ids": torch.zeros(2, 3)})
+    assert torch.allclose(got, F.cross_entropy(logits.repeat(2, 1)[:2], torch.tensor([1, 2])))
+    # nothing labelled in the batch: zero, and the soft loss alone teaches
+    assert float(t._hard(task, (logits[:1], flat[:1]), {"index": torch.tensor([1]), "labels": tok_labels,
+                                                       "input_ids": torch.zeros(1, 3)})) == 0.0

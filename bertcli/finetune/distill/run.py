@@ -2,8 +2,8 @@
 
     run_distill(recipe, teacher, task, out, layers | student, unlabelled)
         the teacher's head checked (config.json) -> the task reads its splits (the finetune
-        commands' readers) -> --unlabelled texts join the training split without labels
-        (classify) -> the engine fine-tunes the student with the teacher's loss
+        commands' readers) -> --unlabelled examples join the training split without labels
+        (unlabelled.py) -> the engine fine-tunes the student with the teacher's loss
         (`teacher.Teacher`) and writes `out/` as any fine-tuning run: the student as a Hugging
         Face directory, its predictions, results.json with a `distill` entry -> the summary
         puts teacher and student side by side.
@@ -14,51 +14,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
-
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
-from bertcli.finetune.classification.classify import ClassifyTask, _read_rows, read_table
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.classify import ClassifyTask
 from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
+from bertcli.finetune.distill.unlabelled import add_unlabelled
 from bertcli.finetune.engine import run_task
 from bertcli.finetune.qa.task import SquadTask
 from bertcli.finetune.tagging.task import NerTask
-from bertcli.io.text import LineOptions, check_encoding
 
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
-
-
-def add_unlabelled(task, path: Path, recipe) -> int:
-    """Append the texts of `path` (the classify reader's rules and columns) to the training split
-    with label -100: the teacher's soft targets are all they carry. Returns their number."""
-    if task.head != "classification":
-        raise UserError(f"--unlabelled is for --task classify (not {task.name})", where="--unlabelled",
-                        fix="leave --unlabelled out, or distill a classifier")
-    if task.spec.is_regression:
-        raise UserError("--unlabelled is for classification, not regression", where="--unlabelled",
-                        fix="leave --unlabelled out")
-    opts = LineOptions(max_line_bytes=recipe.corpus.max_line_bytes, encoding=check_encoding(task.encoding))
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"the unlabelled file {path} does not exist", where="--unlabelled", fix="give an existing file")
-    table = read_table(path, "train", opts)
-    block = recipe.finetune.classify
-    try:
-        text, pair, ids, _, _ = _read_rows(table, block, labelled=False)
-    except UserError as e:
-        raise UserError(f"--unlabelled: {e.what}", where=e.where, fix=e.fix) from None
-    train = task.data.train
-    merged = Split(train.name, train.source, train.text_a + text,
-                   None if train.text_b is None else train.text_b + (pair or []),
-                   np.concatenate([train.labels, np.full(len(text), -100, dtype=train.labels.dtype)]),
-                   train.ids + [f"unlabelled-{i}" for i in ids])
-    task.data = dataclasses.replace(task.data, train=merged,
-                                    facts={**task.data.facts, "unlabelled": len(text), "unlabelled_source": str(path)})
-    console.log(f"distill: {len(text):,} unlabelled texts from {path} join the {len(train):,} labelled ones")
-    return len(text)
 
 
 def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcli.config.checkpoint import read_config, weights_sha256
@@ -69,6 +68,7 @@ class Teacher:
         self.cache_state = "live"
         self.cache_name: str | None = None    # the cache file's name under --out, once keyed
         self.project: nn.Module | None = None
+        self.gold: Tensor | None = None       # [features] bool: from a labelled example (None: all are)
         s = settings
         self.intermediate = s.hidden_weight > 0 or s.attention_weight > 0
 
@@ -130,6 +130,10 @@ class Teacher:
         self.model.to(device)
         self.device, self.train = device, train
         self.offsets = torch.from_numpy(train.offsets).to(device)
+        unlabelled = task.data.facts.get("unlabelled", 0)
+        if unlabelled:                     # --unlabelled examples follow the labelled ones (unlabelled.py)
+            labelled = len(task.data.train) - unlabelled
+            self.gold = torch.from_numpy(np.asarray(train.example) < labelled).to(device)
         self.teacher_dev = evaluate_devs(self.model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
         self.teacher_score = task.score(self.teacher_dev)
         console.log(f"distill: the teacher on dev: {task.format(self.teacher_dev)}")
@@ -237,16 +241,23 @@ class Teacher:
         return total
 
     def _hard(self, task, outputs, batch) -> Tensor:
-        """The task's loss on the gold labels; unlabelled examples (label -100, --unlabelled) have
-        none: only their soft targets teach."""
-        if task.head == "classification" and outputs.shape[-1] > 1:
-            labels = batch["labels"]
-            keep = labels != -100
-            if not bool(keep.all()):
-                if not bool(keep.any()):
-                    return outputs.sum() * 0.0
-                return F.cross_entropy(outputs[keep].float(), labels[keep])
-        return task.loss(outputs, batch)
+        """The task's loss on the gold labels of the batch's labelled examples; --unlabelled
+        ones have none (`self.gold`): only their soft targets teach."""
+        if self.gold is None:
+            return task.loss(outputs, batch)
+        keep = self.gold[batch["index"]]                                   # [B]
+        if bool(keep.all()):
+            return task.loss(outputs, batch)
+        if not bool(keep.any()):
+            return torch.zeros((), device=keep.device)      # the soft loss carries the graph
+        if task.head == "classification":
+            return task.loss(outputs[keep], {**batch, "labels": batch["labels"][keep]})
+        if task.head == "token":                       # logits [n, C] at flat positions [n]
+            logits, positions = outputs
+            rows = keep[positions.div(batch["input_ids"].shape[1], rounding_mode="floor")]
+            return task.loss((logits[rows], positions[rows]), batch)
+        start, end = outputs                           # [B, T] each
+        return task.loss((start[keep], end[keep]), {k: batch[k][keep] for k in ("start_positions", "end_positions")})
 
     # ------------------------------------------------------------------ the record
     def results(self, model: Any, directory: Path, fit) -> dict:
