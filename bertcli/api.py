@@ -35,6 +35,7 @@ from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import is_bundle, run_predict
 from bertcli.export.run import run_export
 from bertcli.finetune import command as commands
+from bertcli.finetune.distill.run import make_task, run_distill
 from bertcli.finetune.embed.evaluate import evaluate_embed as run_evaluate_embed
 from bertcli.finetune.embed.vectors import embed_file
 from bertcli.model.fill_mask import fill_mask as run
@@ -211,8 +212,6 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
     checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/
     dest = Path(out) if out is not None else default_out(Path(checkpoint), "distill")
     with writing(dest, force, [checkpoint, train, dev, test, data_dir, unlabelled]):
-        from bertcli.finetune.distill.run import make_task, run_distill  # torch: after the output is checked
-
         t, r = make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding,
                          **{k: v for k, v in columns.items() if v is not None})
         return run_distill(r, Path(checkpoint), t, dest, layers=layers, student=student, unlabelled=_path(unlabelled))

@@ -83,3 +83,39 @@ def test_input_errors_import_no_heavy_module(args, needle, tmp_path):
     rc, _, err, modules = importing(*args, cwd=tmp_path)
     assert rc == 2 and "error:" in err and needle in err, err
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+
+
+DATA_ERRORS = {
+    # what the data folder holds -> the command, and the message it must give
+    "classify": ({"bad.csv": "text,lbl\nhello,a\n"},
+                 ["finetune", "classify", "-c", "ckpt", "--train", "bad.csv", "--dev", "bad.csv"], "no label column"),
+    "ner": ({"ner/train.txt": "John B-PER\nlives O extra\n\n", "ner/valid.txt": "John B-PER\n\n"},
+            ["finetune", "ner", "-c", "ckpt", "-d", "ner"], "malformed CoNLL line"),
+    "squad": ({"sq/train-v1.1.json": '{"data": [{"paragraphs": [{"context": "abc", "qas": [{"id": "1", "question": '
+                                     '"q?", "answers": [{"text": "zz", "answer_start": 0}]}]}]}]}',
+               "sq/dev-v1.1.json": '{"data": []}'},
+              ["finetune", "squad", "-c", "ckpt", "-d", "sq"], "does not point at its answer text"),
+    "glue": ({"glue/SST-2/train.tsv": "sentence\tlabel\nhi\tx\tz\n", "glue/SST-2/dev.tsv": "sentence\tlabel\nhi\t1\n"},
+             ["finetune", "glue", "-c", "ckpt", "-t", "sst2", "-d", "glue"], "tab-separated fields"),
+    "distill": ({"tagger/config.json": '{"model_type": "bert", "architectures": ["BertForTokenClassification"]}',
+                 "tagger/vocab.txt": "[PAD]\n", "ner/train.txt": "John B-PER\nlives O extra\n\n",
+                 "ner/valid.txt": "John B-PER\n\n"},
+                ["distill", "-c", "tagger", "--task", "ner", "-d", "ner"], "malformed CoNLL line"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DATA_ERRORS))
+def test_data_content_errors_import_no_heavy_module(kind, tmp_path):
+    """A bad row is found while the data are read, before any model: still no torch (the tasks
+    import it in their loss, the runner in its training step)."""
+    files, args, needle = DATA_ERRORS[kind]
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForPreTraining"]}')
+    (ckpt / "vocab.txt").write_text("[PAD]\n")
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    rc, _, err, modules = importing(*args, cwd=tmp_path)
+    assert rc == 2 and "error:" in err and needle in err, err
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))

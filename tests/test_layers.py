@@ -40,6 +40,10 @@ LAZY_ALLOWED = {
     "bertcli.cli": "each command imports what it runs (its stage; the recipe loader) when it runs, so "
                    "`bertcli --help` imports only typer, rich and bertcli.core, and `recipes` / `explain` "
                    "no torch, datasets or tokenizers",
+    **{f"bertcli.finetune.{task}.command": "a task's command declaration is read at CLI startup, for the command "
+                                           "list and `--help`; it imports the task's readers and model side (numpy, "
+                                           "tokenizers, the featurizers) when the command runs, as cli.py does"
+       for task in ("classification", "tagging", "qa")},
 }
 # Heavy third-party modules. A module that imports none of them at its top (directly or through
 # its own top-level imports) may import a module that does inside the function that needs it:

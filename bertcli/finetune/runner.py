@@ -18,7 +18,6 @@ from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.paths import check_output_dir, default_out
-from bertcli.finetune.engine import run_task
 from bertcli.finetune.task import Task
 from bertcli.tokenization.load import LOADABLE
 
@@ -52,6 +51,8 @@ def prepare(task: Task, recipe, checkpoint: Path, out: Path | None = None) -> Pa
 def train(task: Task, recipe, checkpoint: Path, out: Path, init: str = "pretrained", show: bool = True) -> dict:
     """Fine-tune a prepared task into `out`; results.json's content. `show`: the task's summary
     table and where the output is."""
+    from bertcli.finetune.engine import run_task  # torch: after the data are read and checked
+
     results = run_task(task, recipe, Path(checkpoint), Path(out), init=init)
     if show:
         console.summary(task.summary_title(results), task.summary_rows(results) + test_rows(task, results))

@@ -10,10 +10,9 @@ name from `classification.metrics` as the label spec lists them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from bertcli.finetune.classification import metrics
 from bertcli.finetune.classification.features import encode_split, label_of
@@ -21,6 +20,9 @@ from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
+
+if TYPE_CHECKING:
+    import torch
 
 
 class SequenceTask(Task[Split, np.ndarray]):
@@ -61,6 +63,7 @@ class SequenceTask(Task[Split, np.ndarray]):
 
     def loss(self, logits: torch.Tensor, batch: dict) -> torch.Tensor:
         """Cross-entropy over the classes, or mean squared error on the score (STS-B)."""
+        import torch.nn.functional as F  # torch only where a model runs: reading data does not import it
         if self.spec.is_regression:
             return F.mse_loss(logits[:, 0].float(), batch["labels"].float())
         return F.cross_entropy(logits.float(), batch["labels"])

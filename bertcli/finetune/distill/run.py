@@ -18,9 +18,8 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification.classify import ClassifyTask
-from bertcli.finetune.distill.teacher import Teacher, check_teacher_head
+from bertcli.finetune.distill.heads import check_teacher_head
 from bertcli.finetune.distill.unlabelled import add_unlabelled
-from bertcli.finetune.engine import run_task
 from bertcli.finetune.qa.task import SquadTask
 from bertcli.finetune.tagging.task import NerTask
 
@@ -42,6 +41,9 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
     out = runner.prepare(task, recipe, checkpoint, out)
     if unlabelled is not None:
         add_unlabelled(task, unlabelled, recipe)
+    from bertcli.finetune.distill.teacher import Teacher  # torch: after the data are read and checked
+    from bertcli.finetune.engine import run_task
+
     hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out) / CACHE)
     results = run_task(task, recipe, checkpoint, Path(out), teacher=hook)
     console.summary(f"distill {task.name}: teacher vs student (dev, x100)", summary_rows(results))

@@ -31,30 +31,17 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
 from bertcli.finetune.distill import losses
+from bertcli.finetune.distill.heads import HEAD_COMMANDS
 from bertcli.finetune.distill.speed import onnx_speed, relative
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
-from bertcli.finetune.heads import saved_head
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
 
 HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_outputs"}
-HEAD_COMMANDS = {"classification": "finetune classify", "token": "finetune ner", "qa": "finetune squad"}
 
 
 def parameter_count(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-def check_teacher_head(directory: Path, head: str) -> None:
-    """A teacher must have the task's trained head (config.json's architectures), before any data
-    is read."""
-    have = saved_head(directory)
-    if have != head:
-        what = "no task head (a pretraining checkpoint)" if have == "pretraining" else f"a {have} head"
-        raise UserError(f"the teacher {directory} has {what}, and this task needs a trained {head} head",
-                        where=str(directory / "config.json"),
-                        fix=f"fine-tune it first (bertcli {HEAD_COMMANDS[head]} -c {directory}), then distill the "
-                            "fine-tuned model directory")
 
 
 class Teacher:
@@ -312,4 +299,4 @@ def task_positions(batch) -> Tensor:
     return batch["labels"].reshape(-1).ne(-100).nonzero().squeeze(1)
 
 
-__all__ = ["Teacher", "check_teacher_head", "parameter_count"]
+__all__ = ["Teacher", "parameter_count"]

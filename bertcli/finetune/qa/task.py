@@ -17,10 +17,9 @@ the official evaluation's --na-prob-file) and eval.json (the official script's o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -31,6 +30,9 @@ from bertcli.finetune.qa import metrics as squad_metrics
 from bertcli.finetune.qa.data import SquadSplit, load_squad
 from bertcli.finetune.qa.decode import Decoded, SpanFeaturizer
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
+
+if TYPE_CHECKING:
+    import torch
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
@@ -90,6 +92,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         """(CE(start) + CE(end)) / 2, transformers' and run_squad.py's span loss."""
+        import torch.nn.functional as F  # torch only where a model runs: reading data does not import it
         start, end = outputs
         return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
 

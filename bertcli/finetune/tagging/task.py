@@ -16,10 +16,9 @@ a blank line between sentences.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -30,6 +29,9 @@ from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
 from bertcli.finetune.tagging.windows import TagFeaturizer, per_word
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
+
+if TYPE_CHECKING:
+    import torch
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):
@@ -127,6 +129,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         return logits, positions                                            # [n, C], [n]
 
     def loss(self, outputs, batch: dict) -> torch.Tensor:
+        import torch.nn.functional as F  # torch only where a model runs: reading data does not import it
         logits, positions = outputs
         return F.cross_entropy(logits.float(), batch["labels"].reshape(-1)[positions])
 
