@@ -30,6 +30,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
+# A suite started in the background of a non-interactive shell (`cmd &`, nohup, some CI runners)
+# inherits SIGINT ignored, and every process it starts would too: Python then installs no
+# KeyboardInterrupt handler, and the Ctrl-C tests' processes wait at their pause points for ever.
+# Python's own handler here means its children start with SIGINT at its default, as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_configure(config):
     import torch
