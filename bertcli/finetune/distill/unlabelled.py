@@ -28,10 +28,10 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune.classification.classify import _read_rows, read_table
 from bertcli.finetune.classification.glue_data import Split
-from bertcli.finetune.qa.data import SquadSplit
+from bertcli.finetune.qa.data import SquadSplit, _Builder, read_json
 from bertcli.finetune.tagging.data import TagSplit
 from bertcli.io import records, tables
-from bertcli.io.text import LineOptions, check_encoding, read_all, read_lines
+from bertcli.io.text import LineOptions, check_encoding, read_lines
 
 TAG = re.compile(r"^(O|[BIESLU]-\S+)$")      # a CoNLL tag column's values
 
@@ -104,53 +104,30 @@ def _ner(train: TagSplit, path: Path, opts: LineOptions) -> tuple[TagSplit, int]
     return merged, len(sentences)
 
 
-_SQUAD_FIX = ('the official SQuAD JSON ({"data": [{"paragraphs": [{"context": ..., "qas": [{"id": ..., '
-              '"question": ...}]}]}]}; answers are not read), or jsonl with "question" and "context"')
-
-
 def _squad(train: SquadSplit, path: Path, opts: LineOptions) -> tuple[SquadSplit, int]:
-    """Questions on their contexts, with no answer; ids prefixed `unlabelled-` (they never meet
-    the labelled ids in a prediction file: only the training split holds them)."""
-    found: list[tuple[str, str, str]] = []            # (id, question, context)
+    """Questions on their contexts, with no answer (the SQuAD reader's own checks: ids given
+    once, the official layout); ids prefixed `unlabelled-` (they never meet the labelled ids in a
+    prediction file: only the training split holds them)."""
     if tables.file_format(path) == "jsonl":
+        found = _Builder("unlabelled", str(path))
         for where, row in tables.open_table(path, opts, fmt="jsonl").records():
-            qid = row.get("id", where.rsplit(":", 1)[-1])
-            found.append((str(qid), records.text(row, "question", where), records.text(row, "context", where)))
+            context = found.context(records.text(row, "context", where))
+            found.add(str(row.get("id", where.rsplit(":", 1)[-1])), records.text(row, "question", where), context, [], [],
+                      where)
+        more = found.split
     else:
-        doc = tables.parse_json(read_all(path, opts), str(path), _SQUAD_FIX)
-        if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
-            raise UserError(f"{path} is not a SQuAD JSON file (no \"data\" list at the top level)", where=str(path),
-                            fix=_SQUAD_FIX)
-        for i, article in enumerate(doc["data"]):
-            where = f"{path} data[{i}]"
-            for j, para in enumerate(records.get(article, "paragraphs", where) if isinstance(article, dict) else []):
-                at = f"{where}.paragraphs[{j}]"
-                if not isinstance(para, dict):
-                    raise UserError(f"{at} is not an object", where=str(path), fix=_SQUAD_FIX)
-                context = records.text(para, "context", at)
-                for k, qa in enumerate(records.get(para, "qas", at)):
-                    q_at = f"{at}.qas[{k}]"
-                    if not isinstance(qa, dict):
-                        raise UserError(f"{q_at} is not an object", where=str(path), fix=_SQUAD_FIX)
-                    found.append((str(qa.get("id", f"{i}.{j}.{k}")), records.text(qa, "question", q_at), context))
+        more = read_json(path, "unlabelled", encoding=opts.encoding, answers=False)[0]
     contexts = list(train.contexts)
     index = {c: n for n, c in enumerate(contexts)}
-    ids, questions, context_of = list(train.ids), list(train.questions), list(train.context_of)
-    seen: set[str] = set()
-    for qid, question, context in found:
-        if qid in seen:
-            raise UserError(f"question id {qid!r} is given twice", where=str(path),
-                            fix="every question needs its own id (or leave \"id\" out of jsonl rows)")
-        seen.add(qid)
-        if context not in index:
-            index[context] = len(contexts)
-            contexts.append(context)
-        ids.append(f"unlabelled-{qid}")
-        questions.append(question)
-        context_of.append(index[context])
-    merged = dataclasses.replace(train, contexts=contexts, ids=ids, questions=questions, context_of=context_of,
-                                 answers=train.answers + [[] for _ in found], starts=train.starts + [[] for _ in found])
-    return merged, len(found)
+    for c in more.contexts:
+        index.setdefault(c, len(contexts))
+        if index[c] == len(contexts):
+            contexts.append(c)
+    merged = dataclasses.replace(train, contexts=contexts, ids=train.ids + [f"unlabelled-{q}" for q in more.ids],
+                                 questions=train.questions + more.questions,
+                                 context_of=train.context_of + [index[more.contexts[c]] for c in more.context_of],
+                                 answers=train.answers + [[] for _ in more.ids], starts=train.starts + [[] for _ in more.ids])
+    return merged, len(more.ids)
 
 
 __all__ = ["add_unlabelled"]

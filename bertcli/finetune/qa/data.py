@@ -163,8 +163,10 @@ _SHAPE = ('expected {"data": [{"title": ..., "paragraphs": [{"context": ..., "qa
           '"question": ..., "answers": [{"text": ..., "answer_start": ...}]}]}]}]} (the official SQuAD JSON)')
 
 
-def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str | None = None) -> tuple[SquadSplit, bool, int]:
-    """One official SQuAD JSON file -> (split, carries is_impossible / version v2.0, unanswerable count)."""
+def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str | None = None,
+              answers: bool = True) -> tuple[SquadSplit, bool, int]:
+    """One official SQuAD JSON file -> (split, carries is_impossible / version v2.0, unanswerable count).
+    `answers=False`: the questions only, every one without an answer (distill --unlabelled)."""
     where = str(path)
     doc = tables.parse_json(read_all(Path(path), LineOptions(encoding=encoding)), where, _SHAPE)
     b = _Builder(name, where, bad_answers)
@@ -179,11 +181,14 @@ def read_json(path: Path, name: str, bad_answers: str = "error", encoding: str |
                 if not isinstance(qid, (str, int)) or isinstance(qid, bool):
                     _need(qa, "id", str, where, q_at)
                 question = _need(qa, "question", str, where, q_at + f" (id {qid})")
+                if not answers:
+                    b.add(str(qid), question, ctx, [], [], where)
+                    continue
                 impossible = records.boolean(qa, "is_impossible", f"{where} {q_at} (id {qid})", default=False)
                 b.flagged |= "is_impossible" in qa
-                answers = [] if impossible else _need(qa, "answers", list, where, q_at + f" (id {qid})")
+                given = [] if impossible else _need(qa, "answers", list, where, q_at + f" (id {qid})")
                 texts, starts = [], []
-                for m, ans in enumerate(answers):
+                for m, ans in enumerate(given):
                     a_at = f"{q_at}.answers[{m}] (id {qid})"
                     texts.append(_need(ans, "text", str, where, a_at))
                     starts.append(_need(ans, "answer_start", int, where, a_at))
