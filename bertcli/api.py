@@ -234,21 +234,23 @@ def features(checkpoint: PathLike, input: PathLike, out: PathLike, layers: str =
 def embed(checkpoint: PathLike, input: PathLike, out: PathLike, text_column: str = "text",
           id_column: str | None = None, pooling: str | None = None, normalize: bool | None = None,
           max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
-          encoding: str | None = None, force: bool = False) -> dict:
+          encoding: str | None = None, force: bool = False, threads: int | None = None) -> dict:
     """Sentence embeddings of every text of `input` into `out` (.parquet or .npy), pooled as a
     sentence-transformers directory says, else by `pooling` (default mean). Returns a summary."""
     return embed_file(Path(checkpoint), Path(input), Path(out), text_column=text_column, id_column=id_column,
                       pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size,
-                      device=device, encoding=encoding, force=force)
+                      device=device, encoding=encoding, force=force, threads=threads)
 
 
 def evaluate_embed(checkpoint: PathLike, beir: PathLike | None = None, split: str = "test",
                    sts: PathLike | None = None, pooling: str | None = None, normalize: bool | None = None,
-                   max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> dict:
+                   max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
+                   threads: int | None = None) -> dict:
     """Retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100 on a BEIR directory) and / or STS
     (Pearson, Spearman of cosine) of any checkpoint's embeddings. Returns the figures."""
     return run_evaluate_embed(Path(checkpoint), beir=_path(beir), split=split, sts=_path(sts), pooling=pooling,
-                    normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+                    normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+                    threads=threads)
 
 
 def fill_mask(checkpoint: PathLike, text: str, top_k: int = 5) -> list[dict[str, Any]]:

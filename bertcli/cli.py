@@ -59,6 +59,9 @@ app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
+ThreadsOpt = num_option(None, "--threads", ge=1,
+                        help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md).")
+DeviceOpt = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps.")
 
 
 # The hyperparameters every `finetune` command takes as flags (run_glue / run_ner's names), each
@@ -257,6 +260,7 @@ def evaluate_cmd(
     batch_size: int = num_option(32, "--batch-size", ge=1, help="Rows per forward pass."),
     cache: Path = typer.Option(Path("runs/evaluate"), "--cache",
                                help="Where the corpus, tokenizer and masked-data stages are cached."),
+    threads: int | None = ThreadsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
@@ -268,7 +272,7 @@ def evaluate_cmd(
     if objective not in (None, "nsp", "sop", "none"):
         raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
     settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
-                            pppl_rows=pppl_rows, cache=cache)
+                            pppl_rows=pppl_rows, cache=cache, threads=threads)
     render(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
 
 
@@ -290,8 +294,7 @@ def export_cmd(
                                   help="ONNX Runtime's transformer fusions (kept only where they pass verification)."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
                                "(or export_info.json) lists are removed; anything else there stays."),
-    threads: int | None = num_option(None, "--threads", ge=1,
-                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
+    threads: int | None = ThreadsOpt,
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
@@ -321,8 +324,7 @@ def predict_cmd(
                                                "2.0)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
     encoding: str | None = EncodingOpt,
-    threads: int | None = num_option(None, "--threads", ge=1,
-                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
+    threads: int | None = ThreadsOpt,
 ) -> None:
     """Batched predictions for every record of a file, as jsonl."""
     from bertcli import api
@@ -393,11 +395,10 @@ def features(
                                      help="Longer texts are truncated."),
     batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"),
                                  help="Texts per forward pass (bounds memory)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    device: str = DeviceOpt,
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
-    threads: int | None = num_option(None, "--threads", ge=1,
-                                     help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
+    threads: int | None = ThreadsOpt,
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
@@ -426,7 +427,8 @@ def evaluate_embed(
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
     batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    device: str = DeviceOpt,
+    threads: int | None = ThreadsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
@@ -434,7 +436,8 @@ def evaluate_embed(
     from bertcli.finetune.embed.evaluate import render
 
     render(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
-                              max_seq_length=max_seq_length, batch_size=batch_size, device=device), as_json=as_json)
+                              max_seq_length=max_seq_length, batch_size=batch_size, device=device, threads=threads),
+           as_json=as_json)
 
 
 @app.command()
@@ -449,16 +452,17 @@ def embed(
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
     batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass (bounds memory)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps."),
+    device: str = DeviceOpt,
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
+    threads: int | None = ThreadsOpt,
 ) -> None:
     """Sentence embeddings of every text of a file (batched, streamed), pooled as the model says."""
     from bertcli import api
 
     api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
               normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
-              encoding=encoding, force=force)
+              encoding=encoding, force=force, threads=threads)
 
 
 def task_command(cmd: task_commands.TaskCommand):

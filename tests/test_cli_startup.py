@@ -73,6 +73,7 @@ def test_describing_commands_import_no_heavy_module(args, tmp_path):
     (["predict", "-c", "nowhere", "-i", "x.txt"], "does not exist"),
     (["features", "-c", "nowhere", "-i", "x.txt", "-o", "f.npy"], "does not exist"),
     (["evaluate", "-c", "nowhere", "--corpus", "x.txt"], "does not exist"),
+    (["evaluate", "-c", "ckpt", "--corpus", "x.txt"], "--corpus x.txt does not exist"),
     (["explain", "nosuch"], "unknown section"),
 ])
 def test_input_errors_import_no_heavy_module(args, needle, tmp_path):
@@ -101,6 +102,12 @@ DATA_ERRORS = {
                  "tagger/vocab.txt": "[PAD]\n", "ner/train.txt": "John B-PER\nlives O extra\n\n",
                  "ner/valid.txt": "John B-PER\n\n"},
                 ["distill", "-c", "tagger", "--task", "ner", "-d", "ner"], "malformed CoNLL line"),
+    "embed": ({"pairs.csv": "query,passage\na,b\n"},
+              ["finetune", "embed", "-c", "ckpt", "--train", "pairs.csv"], "no anchor column 'anchor'"),
+    "evaluate-embed": ({"sts.csv": "text,text_pair,score\na,b,high\n"},
+                       ["evaluate-embed", "-c", "ckpt", "--sts", "sts.csv"], "score 'high' is not a number"),
+    "embed-file": ({"texts.csv": "id,body\n1,x\n"},
+                   ["embed", "-c", "ckpt", "-i", "texts.csv", "-o", "e.npy"], "no column 'text'"),
 }
 
 

@@ -80,8 +80,10 @@ def test_evaluate_embed_equals_sentence_transformers_evaluators(cli, pretrained_
     )
 
     beir, sts_file = beir_set(tmp_path / "beir"), sts_set(tmp_path / "sts-dev.tsv")
-    r = cli("evaluate-embed", "-c", pretrained_tiny, "--beir", beir, "--sts", sts_file, "--max-seq-length", "128", "--json")
+    r = cli("evaluate-embed", "-c", pretrained_tiny, "--beir", beir, "--sts", sts_file, "--max-seq-length", "128", "--json",
+            "--threads", "2")
     assert r.rc == 0, r.output
+    assert "threads: 2 (--threads: 2)" in r.stderr, r.stderr
     got = json.loads(r.stdout)
     assert got["model"]["pooling"] == "mean" and got["model"]["normalize"] is False
     ret, sts = got["retrieval"], got["sts"]
@@ -134,10 +136,12 @@ def test_embed_writes_npy_and_parquet_equal_to_the_embedder(cli, st_copy, tmp_pa
     want = Embedder.load(st_copy, device="cpu").encode(texts)
     r = cli("embed", "-c", st_copy, "-i", "in.jsonl", "-o", "out.npy", "--id-column", "key", "--batch-size", "3")
     assert r.rc == 0, r.output
+    assert "threads: 1 (OMP_NUM_THREADS=1)" in r.stderr, r.stderr     # auto: the suite's environment says 1
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, atol=1e-5)
     assert (tmp_path / "out.ids.tsv").read_text().split() == [f"k{i}" for i in range(len(texts))]
-    r = cli("embed", "-c", st_copy, "-i", "in.jsonl", "-o", "out.parquet", "--normalize")
+    r = cli("embed", "-c", st_copy, "-i", "in.jsonl", "-o", "out.parquet", "--normalize", "--threads", "2")
     assert r.rc == 0, r.output
+    assert "threads: 2 (--threads: 2)" in r.stderr, r.stderr          # the flag wins over OMP_NUM_THREADS
     table = pq.read_table(tmp_path / "out.parquet").to_pydict()
     assert table["id"] == [str(i) for i in range(len(texts))]
     np.testing.assert_allclose(np.array(table["embedding"]), retrieval.normalized(want), atol=1e-5)

@@ -43,7 +43,7 @@ LAZY_ALLOWED = {
     **{f"bertcli.finetune.{task}.command": "a task's command declaration is read at CLI startup, for the command "
                                            "list and `--help`; it imports the task's readers and model side (numpy, "
                                            "tokenizers, the featurizers) when the command runs, as cli.py does"
-       for task in ("classification", "tagging", "qa")},
+       for task in ("classification", "tagging", "qa", "embed")},
 }
 # Heavy third-party modules. A module that imports none of them at its top (directly or through
 # its own top-level imports) may import a module that does inside the function that needs it:

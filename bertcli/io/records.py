@@ -67,26 +67,34 @@ def optional_text(rec: dict, name: str | None, where: str, default: str) -> str:
     return str(value)
 
 
+def number(rec: dict, name: str, where: str, flag: str | None = None, what: str = "score",
+           fix: str = "write it as a finite number (e.g. 0-1 or 0-5)") -> float:
+    """A finite number: a JSON number, or a string holding one (as in .csv and .tsv); `what`
+    names it in the message (a score, a regression label), `fix` says what to do."""
+    value = get(rec, name, where, flag)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        x = float(value)
+    elif isinstance(value, str):
+        try:
+            x = float(value)
+        except ValueError:
+            raise UserError(f"{what} {value!r} is not a number", where=where, fix=fix) from None
+    else:
+        raise _wrong(name, value, "a number", where, fix)
+    if not math.isfinite(x):
+        raise UserError(f"{what} {value!r} is {x}, not a finite number", where=where, fix=fix)
+    return x
+
+
 def label(rec: dict, name: str, where: str, regression: bool = False, flag: str | None = None) -> str | int | float:
     """A label: a string or an integer (an integral float counts as that integer, so 1 and 1.0
     from a parquet file are one class); for regression a finite number (or a string holding
     one, as in .csv and .tsv)."""
-    value = get(rec, name, where, flag)
     if regression:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            x = float(value)
-        elif isinstance(value, str):
-            try:
-                x = float(value)
-            except ValueError:
-                raise UserError(f"label {value!r} is not a number, but --regression was asked for", where=where,
-                                fix="regression needs numeric labels; drop --regression to classify") from None
-        else:
-            raise _wrong(name, value, "a number", where, "regression labels are numbers")
-        if not math.isfinite(x):
-            raise UserError(f"label {value!r} is {x}, not a finite number", where=where,
-                            fix="fix or remove that record: labels must be finite numbers")
-        return x
+        return number(rec, name, where, flag, "regression label",
+                      "regression needs numeric, finite labels: fix or remove that record, or drop --regression "
+                      "to classify")
+    value = get(rec, name, where, flag)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise _wrong(name, value, "a string or an integer", where,
                      'a class label is a string ("positive") or an integer (1); lists and objects are not labels')

@@ -24,6 +24,7 @@ from bertcli.config.checkpoint import read_config
 from bertcli.config.recipe import load_recipe
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.machine import use_threads
 from bertcli.data.build import ensure_data
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
@@ -37,6 +38,7 @@ class EvalSettings:
     batch_size: int = 32
     pppl_rows: int = 32
     cache: Path = Path("runs/evaluate")
+    threads: int | None = None            # None: the cores other jobs leave free (bertcli.core.machine)
 
 
 def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings):
@@ -58,20 +60,23 @@ def _yaml_str(p) -> str:
 
 
 def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
+    checkpoint = Path(checkpoint)
+    if not corpora:
+        raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
+    for corpus in corpora:                       # every input before torch and the model load
+        if not Path(corpus).exists():
+            raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
     import torch
 
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model.checkpoint import load_checkpoint
-    checkpoint = Path(checkpoint)
-    if not corpora:
-        raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
+
+    use_threads(s.threads, "--threads")
     model, report = load_checkpoint(checkpoint, "pretraining")
     pair_head = model.pair is not None and not any(n.startswith(_pair_name(model)) for n in report.fresh)
     out: dict = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}  # JSON: mixed values
     for corpus in corpora:
-        if not Path(corpus).exists():
-            raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
         recipe = eval_recipe(checkpoint, Path(corpus), s)
         tok_stage = ensure_tokenizer(recipe)
         data_stage = ensure_data(recipe)

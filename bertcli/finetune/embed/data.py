@@ -74,11 +74,8 @@ def _columns(block, kind: str) -> list[tuple[str, str]]:
 
 
 def _score(rec: dict, name: str, where: str) -> float:
-    try:
-        return float(records.label(rec, name, where, regression=True, flag="--score-column"))
-    except UserError as e:   # records.label speaks of labels and --regression: say score
-        raise UserError(f"score {rec.get(name)!r} is not a finite number", where=e.where,
-                        fix="every --score-column value is a number (e.g. 0-1 or 0-5)") from None
+    return records.number(rec, name, where, "--score-column", "score",
+                          "every --score-column value is a finite number (e.g. 0-1 or 0-5)")
 
 
 def read_examples(table: Table, name: str, block, kind: str) -> EmbedSplit:

@@ -21,6 +21,7 @@ import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+from bertcli.core.machine import use_threads
 from bertcli.finetune.embed.retrieval import evaluate_retrieval, read_beir
 from bertcli.finetune.embed.serving import load_encoder
 from bertcli.finetune.embed.sts import evaluate_sts, read_sts
@@ -44,13 +45,16 @@ class Embedder:
 
     @classmethod
     def load(cls, checkpoint: str | Path, pooling: str | None = None, normalize: bool | None = None,
-             max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto") -> Embedder:
+             max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
+             threads: int | None = None) -> Embedder:
+        """`threads` None: the cores other jobs leave free (bertcli.core.machine)."""
         from bertcli.train.precision import resolve_device
 
         if batch_size < 1:
             raise UserError(f"--batch-size {batch_size} must be at least 1")
         src = resolve(checkpoint, pooling, normalize, max_seq_length)
         dev = resolve_device(device, where="--device")
+        use_threads(threads, "--threads", dev)
         encoder = load_encoder(src.encoder_dir).to(dev).eval()
         return cls(encoder, load_tokenizer(src.encoder_dir), src.pooling, src.max_seq_length, batch_size, dev, src)
 
@@ -126,7 +130,8 @@ def describe(e: Embedder) -> dict:
 def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split: str = "test",
                    sts: str | Path | None = None, pooling: str | None = None, normalize: bool | None = None,
                    max_seq_length: int | None = None, batch_size: int = 64, device: str = "auto",
-                   sts_columns: tuple[str, str, str] = ("text", "text_pair", "score")) -> dict:
+                   sts_columns: tuple[str, str, str] = ("text", "text_pair", "score"),
+                   threads: int | None = None) -> dict:
     """`bertcli evaluate-embed`: retrieval figures on a BEIR directory and/or STS correlations.
     The inputs are read and checked before the model is loaded."""
     if beir is None and sts is None:
@@ -137,7 +142,7 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
         raise UserError(f"--split {split!r} is not one of dev, test, train")
     beir_data = read_beir(beir, split) if beir is not None else None
     sts_data = read_sts(sts, *sts_columns) if sts is not None else None
-    e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device)
+    e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device, threads)
     result: dict = {"model": describe(e)}
     if beir_data is not None:
         console.log(f"retrieval: encoding {len(beir_data.queries):,} queries and {len(beir_data.corpus):,} documents "

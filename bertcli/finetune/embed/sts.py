@@ -43,7 +43,8 @@ def read_sts(path: str | Path, text: str = "text", text_pair: str = "text_pair",
     for where, rec in table.records():
         a.append(records.text(rec, text, where, "--text-column"))
         b.append(records.text(rec, text_pair, where, "--pair-column"))
-        gold.append(float(records.label(rec, score, where, regression=True, flag="--score-column")))
+        gold.append(records.number(rec, score, where, "--score-column", "score",
+                                   "every score is a finite number (e.g. STS-B's 0-5)"))
     if len(a) < 2:
         raise UserError(f"{path.name} has {len(a)} pair(s): a correlation needs at least 2", where=str(path))
     return StsData(a, b, np.array(gold, dtype=np.float64), str(path))

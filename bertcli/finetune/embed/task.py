@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from bertcli.config.checkpoint import read_config
 from bertcli.core import console
@@ -26,17 +26,15 @@ from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification.features import encode_split
 from bertcli.finetune.classification.glue_data import Split
-from bertcli.finetune.embed import gather as dist_gather
 from bertcli.finetune.embed.data import EmbedSplit, kind_of, negative_columns, read_train
 from bertcli.finetune.embed.dev import DevSet, read_dev
-from bertcli.finetune.embed.gradcache import cached_loss
-from bertcli.finetune.embed.loss import cosent_loss, matryoshka, ranking_loss
-from bertcli.finetune.engine import collate
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 from bertcli.model.pooling import Pooling, pool
 from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sentence_dir
-from bertcli.train.precision import autocast
+
+if TYPE_CHECKING:  # torch and the losses are imported where a batch is trained, so a bad file is reported without them
+    import torch
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
 
@@ -109,6 +107,8 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         return pool(hidden, batch["attention_mask"], self.pooling.mode, self.pooling.normalize)
 
     def encode_ids(self, model, text_ids: np.ndarray, device: torch.device) -> torch.Tensor:
+        from bertcli.finetune.engine import collate
+
         assert self.pool_features is not None, "featurize(train) builds the pool first"
         b = collate(self.pool_features, text_ids, self.pad_id)
         return self.embed(model, {k: v.to(device, non_blocking=True) for k, v in b.items()})
@@ -116,6 +116,11 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     def objective(self, batch: dict):
         """loss(reps [N, H]) for reps = the embeddings of anchors, positives, then the negatives
         column by column (N = B (2 + k))."""
+        import torch
+
+        from bertcli.finetune.embed import gather as dist_gather
+        from bertcli.finetune.embed.loss import cosent_loss, matryoshka, ranking_loss
+
         B = len(batch["anchor"])
         anchor_ids, positive_ids = batch["anchor"], batch["positive"]
         negative_ids = batch["negatives"].T.reshape(-1)                       # [k B], column by column
@@ -138,6 +143,11 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         return matryoshka(loss, block.dims)
 
     def train_loss(self, model, batch: dict) -> torch.Tensor:
+        import torch
+
+        from bertcli.finetune.embed.gradcache import cached_loss
+        from bertcli.train.precision import autocast
+
         device = batch["anchor"].device
         ids = torch.cat([batch["anchor"], batch["positive"], batch["negatives"].T.reshape(-1)]).cpu().numpy()
         loss_fn = self.objective(batch)

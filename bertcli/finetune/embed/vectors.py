@@ -69,11 +69,12 @@ class _NpyIds:
 
 def embed_file(checkpoint: Path, input: Path, out: Path, text_column: str = "text", id_column: str | None = None,
                pooling: str | None = None, normalize: bool | None = None, max_seq_length: int | None = None,
-               batch_size: int = 64, device: str = "auto", encoding: str | None = None, force: bool = False) -> dict:
+               batch_size: int = 64, device: str = "auto", encoding: str | None = None, force: bool = False,
+               threads: int | None = None) -> dict:
     """Write the embeddings of every text of `input` to `out`; returns a summary."""
     out, checkpoint = Path(out), Path(checkpoint)
     with writing_vectors(out, input, checkpoint, force, "embeddings", text_column, id_column, encoding) as texts:
-        e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device)
+        e = Embedder.load(checkpoint, pooling, normalize, max_seq_length, batch_size, device, threads)
         writer = _NpyIds(out, e.dim) if out.suffix == ".npy" else _ParquetWriter(out)
         n = 0
         try:
