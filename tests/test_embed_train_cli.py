@@ -51,7 +51,7 @@ def test_pairs_train_a_retrieval_model_raw_features_cannot_match(pretrained_tiny
 
 
 def test_unsupervised_simcse_raises_sts_spearman(pretrained_tiny, tmp_path):
-    """SimCSE over 1,024 plain sentences (8 words of a 200-word vocabulary), two epochs of
+    """SimCSE over 1,024 plain sentences (8 words of a 200-word vocabulary), four epochs of
     batch 64: Spearman on 150 held-out pairs (gold = the share of words kept, 0-5) rises from
     ~0.83 (raw mean pooling) to ~0.91 (asserted: +0.03 or more)."""
     words = vocab_words(pretrained_tiny, 200, 5)
@@ -64,7 +64,7 @@ def test_unsupervised_simcse_raises_sts_spearman(pretrained_tiny, tmp_path):
 
 
 def test_scored_pairs_train_with_cosent(pretrained_tiny, tmp_path):
-    """CoSENT on 768 scored pairs (the STS generator above, 0-5), two epochs of batch 32:
+    """CoSENT on 768 scored pairs (the STS generator above, 0-5), four epochs of batch 32:
     Spearman on 300 held-out pairs rises from ~0.85-0.88 (raw mean pooling) to ~0.93 (asserted:
     +0.03 or more)."""
     words = vocab_words(pretrained_tiny, 200, 5)
@@ -76,9 +76,11 @@ def test_scored_pairs_train_with_cosent(pretrained_tiny, tmp_path):
 
 
 def _assert_sts_gain(pretrained, out, kind, test, *args):
-    """Two epochs of `finetune embed ARGS` into `out`: a run of `kind` whose STS Spearman on
-    `test` is at least 0.03 above raw mean pooling's."""
-    r = run_cli("finetune", "embed", "-c", pretrained, *args, "-o", out, *TINY, "--set", "finetune.epochs=2",
+    """Four epochs of `finetune embed ARGS` into `out`: a run of `kind` whose STS Spearman on
+    `test` is at least 0.03 above raw mean pooling's. (Two were enough on the suite's 1,000-step
+    checkpoint, not on the full quickstart's, whose raw pooling starts higher: SimCSE 0.874 ->
+    0.876 in two epochs, 0.916 in four, 2026-12-02.)"""
+    r = run_cli("finetune", "embed", "-c", pretrained, *args, "-o", out, *TINY, "--set", "finetune.epochs=4",
                 cwd=out.parent, env=ONE_THREAD)
     assert r.rc == 0, r.output
     assert json.loads((out / "results.json").read_text())["kind"] == kind

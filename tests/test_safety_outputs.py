@@ -344,6 +344,36 @@ def test_temporaries_carry_the_prefix_and_the_owner(tmp_path):
     assert temporary_file(tmp_path / "p.jsonl").name == f".p.jsonl.bertcli-tmp-{os.getpid()}"
 
 
+def test_a_sigterm_between_a_temporary_and_its_writers_try_still_removes_it(tmp_path):
+    """The loaded suite's one failure (2026-12-02): `features` descheduled as `open` returned, the
+    signal raised before the writer's `try`, and both temporaries stayed. The named temporaries
+    go on any exception inside removing_on_signal; other files, and a finished output, stay."""
+    import signal
+
+    from bertcli.core.fs import temporary_file
+    from bertcli.core.outputs import removing_on_signal
+
+    out = tmp_path / "f.npy"
+    tmps = [temporary_file(out), temporary_file(out.with_suffix(".ids.tsv"))]
+    beside = tmp_path / ".f.npy.bertcli-tmp-1"           # another process's name: not ours to remove
+    beside.write_text("x")
+    with pytest.raises(SystemExit) as stop, removing_on_signal(*tmps):
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN), "handler installed"
+        for t in tmps:
+            t.write_bytes(b"\0" * 128)                  # created, no writer's cleanup around them yet
+        os.kill(os.getpid(), signal.SIGTERM)             # raised at the next bytecode, as in the failure
+        for _ in range(1000):
+            pass
+    assert stop.value.code == 143
+    assert not any(t.exists() for t in tmps) and beside.read_text() == "x"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL                   # restored
+
+    with removing_on_signal(*tmps):                      # success: the writer renamed its temporary
+        tmps[0].write_text("done")
+        tmps[0].replace(out)
+    assert out.read_text() == "done"
+
+
 # ---------------------------------------------------------------------------------- install
 def _tmp_with(tmp_path, files: dict[str, str]) -> Path:
     from bertcli.core.outputs import temporary_dir

@@ -180,13 +180,15 @@ def test_two_classify_runs_into_one_out_never_both_succeed(tmp_path, models):
 
 
 @pytest.mark.parametrize("command,sig", [("predict", signal.SIGTERM), ("predict", signal.SIGINT),
-                                         ("features", signal.SIGTERM), ("features", signal.SIGINT)])
+                                         ("features", signal.SIGTERM), ("features", signal.SIGINT),
+                                         ("embed", signal.SIGTERM)])
 def test_a_signal_removes_the_temporary(command, sig, tmp_path, models):
     lines = "".join(f"the cat number {i} sat on the mat\n" for i in range(60_000))
     (tmp_path / "in.txt").write_text(lines)
     out = tmp_path / ("p.jsonl" if command == "predict" else "f.npy")
-    argv = ["predict", "-c", models["cls"], "-i", tmp_path / "in.txt", "--out", out] if command == "predict" else \
-        ["features", "-c", models["base"], "-i", tmp_path / "in.txt", "--out", out, "--batch-size", "8"]
+    argv = {"predict": ["predict", "-c", models["cls"], "-i", tmp_path / "in.txt", "--out", out],
+            "features": ["features", "-c", models["base"], "-i", tmp_path / "in.txt", "--out", out, "--batch-size", "8"],
+            "embed": ["embed", "-c", models["base"], "-i", tmp_path / "in.txt", "--out", out, "--batch-size", "8"]}[command]
     proc = _start(argv, tmp_path)
     while not list(tmp_path.glob(f".{out.name}.bertcli-tmp-*")):
         assert proc.poll() is None, proc.communicate()

@@ -10,8 +10,9 @@
     temporary_dir(final) / install(tmp, final)   build under a marked temporary next to `final`, then
                                                  put it in place, removing only listed files
     remove_stale_temporaries(parent)             bertcli's temporaries whose process is dead
-    removing_on_signal()                         SIGTERM raises SystemExit(143), so that `finally`
-                                                 clauses remove a temporary as on Ctrl-C
+    removing_on_signal(*temporaries)             SIGTERM raises SystemExit(143), so that `finally`
+                                                 clauses remove a temporary as on Ctrl-C; the
+                                                 temporary files named go on any exception
 
 The marker `.bertcli-output.json` (command, time, version, files) is written last into every
 directory bertcli makes: it says the directory is bertcli's and which files in it bertcli wrote.
@@ -364,21 +365,30 @@ def _merge(src: Path, dst: Path) -> None:
 
 # ------------------------------------------------------------------------------------ signals
 @contextlib.contextmanager
-def removing_on_signal() -> Iterator[None]:
+def removing_on_signal(*temporaries: Path) -> Iterator[None]:
     """Inside: SIGTERM raises SystemExit(143) (Ctrl-C already raises KeyboardInterrupt), so the
-    writer's `finally` removes its temporary; the previous handler is restored after."""
+    writer's `finally` removes its temporary; the previous handler is restored after.
+
+    `temporaries`: this process's temporary file names (`fs.temporary_file`, PID-tagged, so no
+    other process writes them), given before they exist. They are removed on any exception,
+    wherever it struck: also between a file's creation and the `try` of the writer that owns it,
+    where a signal is most likely on a busy machine (the writer is descheduled as `open` returns)."""
     def _raise(signum, frame):
         raise SystemExit(128 + signum)
 
-    try:
+    installed = False
+    with contextlib.suppress(ValueError):              # not the main thread: nothing to install
         previous = signal.getsignal(signal.SIGTERM)
-        if previous is not signal.SIG_DFL:             # someone's own handler (pretraining's) stays
-            raise ValueError
-        signal.signal(signal.SIGTERM, _raise)
-    except ValueError:                                 # or not the main thread: nothing to install
-        yield
-        return
+        if previous is signal.SIG_DFL:                 # someone's own handler (pretraining's) stays
+            signal.signal(signal.SIGTERM, _raise)
+            installed = True
     try:
         yield
+    except BaseException:
+        for tmp in temporaries:
+            with contextlib.suppress(OSError):         # the run's own error is the one to report
+                Path(tmp).unlink(missing_ok=True)
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if installed:
+            signal.signal(signal.SIGTERM, previous)

@@ -185,7 +185,7 @@ def writing_vectors(out: Path, input: Path, checkpoint: Path, force: bool, what:
 
     check()
     texts = iter_texts(input, text_column, id_column, encoding)      # the input's header checked before any work
-    with run_lock(out), removing_on_signal():
+    with run_lock(out), removing_on_signal(*[temporary_file(p) for p in output_files(out)]):
         check()                                        # again, holding the lock
         yield texts
 

@@ -238,7 +238,7 @@ def run_predict(model: Path, input_file: Path, out: Path | None = None, task: st
     if out is None:
         return _predict(model, input_file, None, task, batch_size, top_k, pooling, max_length, threads,
                         allow_impossible, encoding)
-    with run_lock(Path(out)), removing_on_signal():
+    with run_lock(Path(out)), removing_on_signal(temporary_file(Path(out))):
         check_output(out, input_file, model, force)      # again, holding the lock
         return _predict(model, input_file, Path(out), task, batch_size, top_k, pooling, max_length, threads,
                         allow_impossible, encoding)

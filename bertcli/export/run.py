@@ -87,16 +87,17 @@ def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int 
     use_threads(threads, "--threads")   # torch's and (in _verify) ONNX Runtime's; None: the free cores
     model = kind.load(checkpoint)
     module = exportable(kind, model)
-    with run_lock(out):                 # a second export into OUT fails at once, naming this one
+    # a second export into OUT fails at once, naming this one; SIGTERM is an exception from before
+    # the temporary exists, so the `finally` removes it (or, killed, the next run: it is marked)
+    with run_lock(out), removing_on_signal():
         check_out_dir(out, force, [checkpoint, dev])
         tmp = temporary_dir(out)
         try:
-            with removing_on_signal():
-                info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set,
-                              verify, optimize)
-                passed = all(c["passed"] for c in info["verification"].values())
-                if passed:              # only the files an earlier bundle's marker lists are replaced
-                    install(tmp, out)
+            info = _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set,
+                          verify, optimize)
+            passed = all(c["passed"] for c in info["verification"].values())
+            if passed:                  # only the files an earlier bundle's marker lists are replaced
+                install(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     show(out, info, passed)
