@@ -2,7 +2,8 @@
 # The README's two quickstart lines on a busy machine, as a newcomer meets them: a fresh clone of
 # this repository, a fresh venv, and N CPU-bound jobs (default: 2 per core) running beside them.
 #
-#   scripts/busy_quickstart.sh [WORKDIR] [JOBS]      (WORKDIR default: /tmp/bertcli-busy)
+#   scripts/busy_quickstart.sh [WORKDIR] [JOBS] [LINES]   (WORKDIR default: /tmp/bertcli-busy;
+#                                                          LINES: 12 both (default), 1 or 2 alone)
 #
 # Prints each line's install and run times, and writes WORKDIR/loadavg.log (the load every 30 s)
 # and WORKDIR/quickstart.log (everything the two lines print). Start it from a terminal or with
@@ -12,6 +13,7 @@ set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/tmp/bertcli-busy}
 jobs=${2:-$((2 * $(nproc)))}
+lines=${3:-12}
 if [ -e "$work" ]; then echo "$work exists: give a new directory" >&2; exit 2; fi
 mkdir -p "$work"
 pids=()
@@ -35,6 +37,6 @@ line() {   # line NAME INSTALL RUN: both timed, in this order
     echo "$1: rc=$rc install=$((i - s))s run=$((e - i))s total=$((e - s))s load at the end: $(cat /proc/loadavg)"
 }
 {
-    line "first line (pretrain)" "pip install -q torch==2.13.0 -e ." "bertcli pretrain --recipe bert-tiny"
-    line "second line (tests)" "pip install -q torch==2.13.0 -e '.[test]'" "python -m pytest -q -n 2 --dist loadfile"
+    case $lines in *1*) line "first line (pretrain)" "pip install -q torch==2.13.0 -e ." "bertcli pretrain --recipe bert-tiny";; esac
+    case $lines in *2*) line "second line (tests)" "pip install -q torch==2.13.0 -e '.[test]'" "python -m pytest -q -n 2 --dist loadfile";; esac
 } 2>&1 | tee "$work/quickstart.log" | grep -E "^(first|second) line"
