@@ -17,11 +17,13 @@ from continue_fixtures import domain_documents, general_documents, hf_checkpoint
 from train_standins import one_thread  # noqa: F401 (fixture)
 
 
-def evaluate(tmp_path: Path, checkpoint: Path, *more: str) -> dict:
+def evaluate(tmp_path: Path, checkpoint: Path, *more: str, threads: int | None = None) -> dict:
+    """`bertcli evaluate --json`; `threads` given: as --threads (else auto, which the suite's
+    OMP_NUM_THREADS=1 settles)."""
+    flag = ["--threads", str(threads)] if threads else []
     r = run_cli("evaluate", "-c", checkpoint, "--corpus", tmp_path / "domain.txt", "--cache", tmp_path / "cache",
-                "--pppl-rows", "3", "--json", *more, cwd=tmp_path, env=ONE_THREAD)
+                "--pppl-rows", "3", "--json", *more, *flag, cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
-    threads = more[more.index("--threads") + 1] if "--threads" in more else None
     assert (f"threads: {threads} (--threads: {threads})" if threads else "threads: 1 (OMP_NUM_THREADS=1)") in r.stderr
     return json.loads(r.stdout)
 
@@ -48,7 +50,7 @@ def test_evaluate_equals_transformers_on_the_same_masked_rows(tmp_path):
     b = hf_checkpoint(tmp_path / "b", "bert", general, "pretraining", seed=1)    # other weights...
     for name in ("tokenizer.json", "tokenizer_config.json"):                       # ...and a's tokenizer
         shutil.copyfile(a / name, b / name)   # (WordPiece training in `tokenizers` orders ties differently)
-    ra, rb = evaluate(tmp_path, a)["corpora"][0], evaluate(tmp_path, b, "--threads", "2")["corpora"][0]
+    ra, rb = evaluate(tmp_path, a)["corpora"][0], evaluate(tmp_path, b, threads=2)["corpora"][0]
     rows, tok, batch = masked_rows(ra)
     hf = tf.BertForPreTraining.from_pretrained(a).eval()
     with torch.no_grad():

@@ -67,8 +67,7 @@ def optional_text(rec: dict, name: str | None, where: str, default: str) -> str:
     return str(value)
 
 
-def number(rec: dict, name: str, where: str, flag: str | None = None, what: str = "score",
-           fix: str = "write it as a finite number (e.g. 0-1 or 0-5)") -> float:
+def number(rec: dict, name: str, where: str, flag: str | None, what: str, fix: str) -> float:
     """A finite number: a JSON number, or a string holding one (as in .csv and .tsv); `what`
     names it in the message (a score, a regression label), `fix` says what to do."""
     value = get(rec, name, where, flag)

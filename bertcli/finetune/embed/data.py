@@ -73,11 +73,6 @@ def _columns(block, kind: str) -> list[tuple[str, str]]:
         [(n, "negative") for n in block.negative_columns]
 
 
-def _score(rec: dict, name: str, where: str) -> float:
-    return records.number(rec, name, where, "--score-column", "score",
-                          "every --score-column value is a finite number (e.g. 0-1 or 0-5)")
-
-
 def read_examples(table: Table, name: str, block, kind: str) -> EmbedSplit:
     """Every record of `table` as an example of `kind`, each value checked."""
     columns = _columns(block, kind)
@@ -98,7 +93,8 @@ def read_examples(table: Table, name: str, block, kind: str) -> EmbedSplit:
     for where, rec in table.records():
         if kind == "scored":
             rows.append([text_id(rec, c, w, where) for c, w in columns[:2]])
-            scores.append(_score(rec, block.score_column, where))
+            scores.append(records.number(rec, block.score_column, where, "--score-column", "score",
+                                         "every --score-column value is a finite number (e.g. 0-1 or 0-5)"))
         else:
             rows.append([text_id(rec, c, w, where) for c, w in columns])
     if len(rows) < 2:

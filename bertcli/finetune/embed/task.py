@@ -33,7 +33,7 @@ from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 from bertcli.model.pooling import Pooling, pool
 from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sentence_dir
 
-if TYPE_CHECKING:  # torch and the losses are imported where a batch is trained, so a bad file is reported without them
+if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is trained: a bad file is reported without them
     import torch
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
@@ -106,61 +106,19 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         hidden = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).padded()
         return pool(hidden, batch["attention_mask"], self.pooling.mode, self.pooling.normalize)
 
-    def encode_ids(self, model, text_ids: np.ndarray, device: torch.device) -> torch.Tensor:
-        from bertcli.finetune.engine import collate
-
-        assert self.pool_features is not None, "featurize(train) builds the pool first"
-        b = collate(self.pool_features, text_ids, self.pad_id)
-        return self.embed(model, {k: v.to(device, non_blocking=True) for k, v in b.items()})
-
     def objective(self, batch: dict):
         """loss(reps [N, H]) for reps = the embeddings of anchors, positives, then the negatives
-        column by column (N = B (2 + k))."""
-        import torch
+        column by column (N = B (2 + k)): bertcli.finetune.embed.step."""
+        from bertcli.finetune.embed import step
 
-        from bertcli.finetune.embed import gather as dist_gather
-        from bertcli.finetune.embed.loss import cosent_loss, matryoshka, ranking_loss
-
-        B = len(batch["anchor"])
-        anchor_ids, positive_ids = batch["anchor"], batch["positive"]
-        negative_ids = batch["negatives"].T.reshape(-1)                       # [k B], column by column
-        block = self.block
-        gathering = block.gather
-        g = dist_gather.gather if gathering else (lambda x: x)
-        rank = dist_gather.world()[0] if gathering else 0
-
-        def loss(reps: torch.Tensor) -> torch.Tensor:
-            a, p, n = reps[:B], reps[B:2 * B], reps[2 * B:]
-            if self.kind == "scored":
-                return cosent_loss(a, p, batch["score"], block.scale)
-            cand = torch.cat([g(p), g(n)])
-            cand_ids = torch.cat([g(positive_ids), g(negative_ids)])
-            targets = rank * B + torch.arange(B, device=reps.device)
-            return ranking_loss(a, cand, targets, anchor_ids, cand_ids, block.scale, block.symmetric, positives=p,
-                                all_anchors=g(a) if block.symmetric else None,
-                                all_anchor_ids=g(anchor_ids) if block.symmetric else None)
-
-        return matryoshka(loss, block.dims)
-
-    def train_loss(self, model, batch: dict) -> torch.Tensor:
-        import torch
-
-        from bertcli.finetune.embed.gradcache import cached_loss
-        from bertcli.train.precision import autocast
-
-        device = batch["anchor"].device
-        ids = torch.cat([batch["anchor"], batch["positive"], batch["negatives"].T.reshape(-1)]).cpu().numpy()
-        loss_fn = self.objective(batch)
-        m = self.block.mini_batch_size
-        if m is None or m >= len(ids):
-            return loss_fn(self.encode_ids(model, ids, device).float())
-        chunks = [ids[i:i + m] for i in range(0, len(ids), m)]
-        precision = self.cfg.precision
-        return cached_loss(lambda c: self.encode_ids(model, c, device), chunks, loss_fn, device,
-                           context=lambda: autocast(precision, device))
+        return step.objective(self, batch)
 
     def forward(self, model, batch: dict, train: bool):
-        return self.train_loss(model, batch) if train else self.embed(model, batch)
+        if not train:
+            return self.embed(model, batch)
+        from bertcli.finetune.embed import step
+
+        return step.train_loss(self, model, batch)
 
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         return outputs                                 # forward(train=True) computed it
