@@ -7,7 +7,7 @@ generated texts is built locally (nothing is downloaded) and saved by bertcli as
 sentence-transformers directory, which sentence-transformers loads (`SentenceTransformer(dir)`).
 
 Training step = forward of anchors and positives + loss + backward + AdamW step. bertcli runs
-`EmbedTask.train_loss` as `bertcli finetune embed` does (texts tokenized once into the task's
+`EmbedTask.forward(train=True)` as `bertcli finetune embed`'s engine does (texts tokenized once into the task's
 pool, batches collated from it, the encoder's dense layers on real tokens only);
 sentence-transformers runs its model + MultipleNegativesRankingLoss forward/backward (the loop
 inside SentenceTransformerTrainer.training_step), each batch tokenized beforehand by
@@ -104,7 +104,7 @@ def bertcli_side(directory: Path, anchors, positives, args, device):
         idx = np.arange(i * args.batch_size, (i + 1) * args.batch_size) % n
         batch = {k: v.to(device) for k, v in collate(feats, idx, info.pad_id).items()}
         opt.zero_grad(set_to_none=True)
-        task.train_loss(model, batch).backward()
+        task.forward(model, batch, train=True).backward()
         opt.step()
         return int(lengths[idx].sum() + lengths[idx + n].sum())
 
