@@ -29,6 +29,12 @@ class UserError(Exception):
         return "\n".join(parts)
 
 
+class Diverged(UserError):
+    """Training diverged (non-finite losses, gradients or model outputs). Raised as the user's
+    one message, exit 2; a sweep over learning rates catches it, counts the run as diverged
+    and goes on with the next run."""
+
+
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The closest of `choices` to `word`, or None when nothing is close enough to suggest."""
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import torch
 
-from bertcli.core.errors import UserError
+from bertcli.core.errors import Diverged, UserError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -133,7 +133,7 @@ class StepGuard:
         self.bad_steps += 1
         if self.bad_steps > self.max_bad_steps:
             at = f" (last at step {step})" if step is not None else ""
-            raise UserError(
+            raise Diverged(
                 f"{self.what} diverged: {self.bad_steps} steps with a non-finite loss or gradient{at}, "
                 f"more than max_bad_steps {self.max_bad_steps}",
                 fix="lower the learning rate, raise warmup_steps, enable grad_clip, or use bf16/fp32 "
