@@ -21,7 +21,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # A path is a token that starts with one of these folders (in prose, in backticks or in code).
 TOP = ("bertcli", "tests", "scripts", "recipes", "docs", ".ci")
-PATH = re.compile(r"(?<![\w./~-])((?:%s)/[^\s`'\")(,;|\]]*)" % "|".join(re.escape(t) for t in TOP))
+_TOP = "|".join(re.escape(t) for t in TOP)
+PATH = re.compile(rf"(?<![\w./~-])((?:{_TOP})/[^\s`'\")(,;|\]]*)")
 # Bare names that can only mean one folder: `test_x.py[::test_y]` and `bench_x.py`.
 TEST = re.compile(r"(?<![\w/])(test_\w+\.py)(?:::(\w+))?")
 BENCH = re.compile(r"(?<![\w/])(bench_\w+\.py)")
