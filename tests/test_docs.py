@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from functools import cache
 from pathlib import Path
 
@@ -213,7 +214,7 @@ def _commands() -> list[str]:
             return [prefix]
         return [name for sub, c in subs.items() for name in walk(c, f"{prefix} {sub}".strip())]
 
-    return walk(typer.main.get_command(app), "")
+    return walk(_root(), "")
 
 
 def test_the_readme_shows_every_command_with_an_example():
@@ -223,3 +224,53 @@ def test_the_readme_shows_every_command_with_an_example():
     assert len(commands) >= 19 and "finetune glue" in commands, commands
     missing = [c for c in commands if not re.search(rf"(^|\s)bertcli {re.escape(c)}(\s|$)", code, flags=re.M)]
     assert not missing, f"README.md has no example of: {missing}"
+
+
+def _bash_lines(doc: Path) -> list[tuple[int, str]]:
+    """The lines of `doc`'s bash blocks, continuation lines joined (numbered by their first line)."""
+    found: list[tuple[int, str]] = []
+    lang = None
+    for no, line in _lines(doc):
+        if line.lstrip().startswith("```"):
+            lang = line.strip()[3:] if lang is None else None
+        elif lang in ("bash", "sh"):
+            if found and found[-1][1].endswith("\\"):
+                found[-1] = (found[-1][0], found[-1][1][:-1] + " " + line.strip())
+            else:
+                found.append((no, line.strip()))
+    return found
+
+
+@cache
+def _root():
+    """`bertcli` as click sees it (built once: typer builds the whole tree each time)."""
+    return typer.main.get_command(app)
+
+
+def _unknown_option(line: str) -> str | None:
+    """The first option a `bertcli ...` command line gives that its command does not have."""
+    m = re.search(r"(?:^|\s)(?:-m\s+)?bertcli\s+([^#|;&>]*)", line)
+    if m is None:
+        return None
+    args = shlex.split(m.group(1))
+    cmd, path = _root(), []
+    while args and hasattr(cmd, "commands") and args[0] in cmd.commands:
+        cmd, path, args = cmd.commands[args[0]], [*path, args[0]], args[1:]
+    if not path:
+        return None
+    try:
+        cmd.make_context(" ".join(path), list(args))
+    except Exception as e:      # click's own classes (typer may vendor click): told apart by name
+        if type(e).__name__ in ("NoSuchOption", "BadOptionUsage"):
+            return f"bertcli {' '.join(path)}: {e}"
+    return None
+
+
+def test_every_example_uses_options_its_command_has():
+    """A renamed or removed flag shows up here, not in a reader's terminal."""
+    assert _unknown_option("bertcli features -c DIR --input a.txt --out f.parquet --no-such-flag")
+    assert _unknown_option("bertcli finetune glue -c DIR -t rte -d glue --no-such-flag")
+    assert _unknown_option("bertcli features -c DIR --input a.txt --out f.parquet --layers -1,-2") is None
+    bad = [f"{doc.relative_to(ROOT)}:{no}: {problem}" for doc in DOCS for no, line in _bash_lines(doc)
+           if (problem := _unknown_option(line))]
+    assert not bad, "examples with options their command does not have:\n" + "\n".join(bad)
