@@ -1,8 +1,9 @@
-"""The docs name what exists: every repository path, test, script, module and link that README.md
-and docs/*.md name is checked against the tree, so a moved or renamed file breaks this test, not
-the reader. design.md's layout block names every package and module; the README stays a guide
-(at most 300 lines) that shows every command of `bertcli --help` and keeps the quickstart's two
-lines exactly as CI runs them."""
+"""The docs name what exists: every repository path, test, script, module and link (with its
+heading) that README.md and docs/*.md name is checked against the tree, and every `bertcli`
+example in their bash blocks against the command's real options, so a moved file or a renamed
+flag breaks this test, not the reader. design.md's layout block names every package and module;
+the README stays a guide (at most 300 lines) that shows every command of `bertcli --help` and
+keeps the quickstart's two lines exactly as CI runs them."""
 
 from __future__ import annotations
 
