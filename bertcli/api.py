@@ -175,11 +175,15 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
 
 def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
                   recipe: PathLike | None = "glue", overrides: Overrides = None,
-                  out: PathLike | None = None, force: bool = False) -> dict:
+                  out: PathLike | None = None, force: bool = False, sweep: SweepArgs | None = None,
+                  from_mnli: bool = False) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
-    `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
-    return finetune("glue", checkpoint, recipe, overrides, out, force, tasks=tasks, data_dir=_path(data_dir), hub=hub)
+    `hub` (datasets.load_dataset, needs the network). `sweep` (seeds, a rate grid) and `from_mnli`
+    run the GLUE protocol (classification/glue_sweep.py). Returns glue_results.json's content (a
+    sweep: results.json's, {"sweep": ...})."""
+    return finetune("glue", checkpoint, recipe, overrides, out, force, sweep, tasks=tasks, data_dir=_path(data_dir),
+                    hub=hub, from_mnli=from_mnli)
 
 
 def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,

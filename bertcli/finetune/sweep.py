@@ -33,7 +33,8 @@ from bertcli.core import console
 from bertcli.core.errors import Diverged, UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import choose_threads
-from bertcli.core.outputs import TEMP_TAG, drop_files, listed_files
+from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
+from bertcli.core.testhooks import pause_point
 from bertcli.finetune import sweep_summary
 from bertcli.finetune.classification.submission import write_json
 
@@ -174,7 +175,7 @@ class Clock:
         if self.done == 1 and left:
             steps = results.get("steps")
             each = f" ({steps:,} steps)" if isinstance(steps, int) else ""
-            console.log(f"sweep: the first run took {seconds:.0f} s{each}; the {left} left take about "
+            console.log(f"sweep: one run took {seconds:.0f} s{each}; the {left} left take about "
                         f"{_duration(seconds * left)}")
 
 
@@ -183,13 +184,16 @@ def _duration(seconds: float) -> str:
 
 
 def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path], dict], label: str,
-               clock: Clock) -> list[dict]:
+               clock: Clock, top: Path | None = None, also: tuple[Path, ...] = ()) -> list[dict]:
     """Each (rate, seed) of the plan in turn into root/<folder>; a finished run is read, not run
-    again. Returns the runs' records (sweep_summary.run_record + their rate group)."""
+    again. After each run, --out's marker (`top`, default `root`) lists its files (and those
+    under `also`), so that a sweep killed between runs can be resumed. Returns the runs'
+    records (sweep_summary.run_record + their rate group)."""
     records: list[dict] = []
     todo = plan.runs()
     for i, (lr, seed, rel) in enumerate(todo, 1):
         folder = root / rel
+        pause_point(f"sweep-{label}-run-{i}")
         results = finished(folder)
         if results is not None:
             console.log(f"{label} run {i}/{len(todo)} ({rel}): finished earlier, kept")
@@ -204,6 +208,7 @@ def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path],
             clock.ran(time.monotonic() - start, results)
         records.append({**sweep_summary.run_record(lr, seed, rel, results), "group": lr})
         prune(root, records)
+        claim(top or root, [folder, *also])
     return records
 
 
@@ -257,13 +262,15 @@ def start(plan: Plan, out: Path, force: bool) -> None:
         drop_files(out, listed)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / STATE, plan.record())
+    claim(out, [out / STATE])
 
 
 def describe(plan: Plan, tasks: int = 1) -> str:
-    rates = "the recipe's rate" if not plan.rates else f"{len(plan.rates)} rates ({', '.join(f'{r:g}' for r in plan.rates)})"
+    rates = "1 rate" if not plan.rates else f"{len(plan.rates)} rates ({', '.join(f'{r:g}' for r in plan.rates)})"
     n = len(plan.runs()) * tasks
     return (f"sweep: {n} runs ({rates} x {len(plan.seeds)} seeds {', '.join(map(str, plan.seeds))}"
-            + (f" x {tasks} tasks" if tasks > 1 else "") + f"), one after another at {plan.threads} threads")
+            + (f" x {tasks} tasks" if tasks > 1 else "")
+            + f"), one after another at {plan.threads} thread{'s' if plan.threads > 1 else ''}")
 
 
 def run_sweep(plan: Plan, recipe, checkpoint: Path, out: Path, one_run: Callable[[object, Path], dict],
@@ -275,10 +282,9 @@ def run_sweep(plan: Plan, recipe, checkpoint: Path, out: Path, one_run: Callable
     start(plan, out, force)
     console.log(describe(plan))
     records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(len(plan.runs())))
-    first = next((r for r in records if r["status"] != "diverged"), None)
-    score = "score" if first is None else sweep_summary.score_name(finished(out / first["dir"]) or {})
     runs = [{k: v for k, v in r.items() if k != "group"} for r in records]
-    entry = sweep_summary.task_entry(runs, plan.rates, score)
+    entry = sweep_summary.task_entry(runs, plan.rates, sweep_summary.score_name(runs))
+    first = next((r for r in records if r["status"] != "diverged"), None)
     name = (finished(out / first["dir"]) or {}).get("task", plan.command) if first else plan.command
     summary = header(plan, {name: entry})
     if entry["kept"] is not None:

@@ -50,16 +50,33 @@ def run_record(lr: float | None, seed: int, rel: str, results: dict) -> dict:
             "test": results.get("test", {}) if status != "diverged" else {}}
 
 
-def score_name(results: dict) -> str:
-    """The metric the task's score() is: the dev metric it equals, else the mean it is of."""
-    dev = results.get("dev") or {}
-    if len(dev) == 1:
-        metrics = next(iter(dev.values()))
-        for name, value in metrics.items():
-            if value == results.get("score"):
-                return name
-        return "mean of " + ", ".join(metrics)
-    return "mean of " + ", ".join(f"{split} {m}" for split, metrics in dev.items() for m in metrics)
+def score_name(results: list[dict]) -> str:
+    """What the task's score() is, read off its runs: the first interpretation that every run's
+    score equals (to rounding): the main (first) metric of its dev split (of each, averaged),
+    the mean of all its metrics, or one named metric. "score" when no run tells."""
+    runs = [r for r in results if r.get("dev") and r.get("score") is not None]
+    if not runs:
+        return "score"
+    dev = runs[0]["dev"]
+    splits = list(dev)
+    one = len(splits) == 1
+
+    def label(pairs: list[tuple[str, str]]) -> str:
+        names = [m if one else f"{s} {m}" for s, m in pairs]
+        return names[0] if len(names) == 1 else "mean of " + ", ".join(names)
+
+    firsts = [(s, next(iter(dev[s]))) for s in splits]
+    every = [(s, m) for s in splits for m in dev[s]]
+    candidates = [firsts, every] + [[(s, m)] for s, m in every]
+    for pairs in candidates:
+        if all(_close(statistics.fmean([r["dev"][s][m] for s, m in pairs]), r["score"]) for r in runs
+               if all(m in r["dev"].get(s, {}) for s, m in pairs)):
+            return label(pairs)
+    return "score"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
 def _metric_stats(runs: list[dict], block: str) -> dict:
