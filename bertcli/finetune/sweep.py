@@ -107,15 +107,19 @@ def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Pat
 
 
 def run_recipe(recipe, lr: float | None, seed: int, threads: int):
-    """The recipe of one run: its seed, the sweep's thread count, and its rate (when the sweep
-    has a grid) in place of the recipe's everywhere (task blocks too), so it is the rate used."""
-    ft = dataclasses.replace(recipe.finetune, threads=threads)
+    """The recipe of one run: its seed, its rate (when the sweep has a grid) in place of the
+    recipe's everywhere (task blocks too), so it is the rate used, and the sweep's thread count
+    as `sweep_threads` (not a recipe key: results.json and recipe.yaml stay those of a single
+    run; the engine uses it where finetune.threads is auto, as a resumed run its recorded count)."""
+    ft = recipe.finetune
     if lr is not None:
         blocks = {f.name: dataclasses.replace(getattr(ft, f.name), learning_rate=None) for f in dataclasses.fields(ft)
                   if dataclasses.is_dataclass(getattr(ft, f.name)) and hasattr(getattr(ft, f.name), "learning_rate")}
         tasks = {k: dataclasses.replace(v, learning_rate=None) for k, v in ft.tasks.items()}
         ft = dataclasses.replace(ft, learning_rate=lr, tasks=tasks, **blocks)
-    return dataclasses.replace(recipe, seed=seed, finetune=ft)
+    run = dataclasses.replace(recipe, seed=seed, finetune=ft)
+    run.sweep_threads = threads
+    return run
 
 
 # ------------------------------------------------------------------------------------ the runs
