@@ -87,7 +87,7 @@ def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Pat
     flags given must not contradict (a resumed sweep is the same sweep)."""
     if sweep.resume and is_sweep(out):
         plan = read_plan(out)
-        given = {"command": command, "checkpoint": str(checkpoint)}
+        given: dict[str, object] = {"command": command, "checkpoint": str(checkpoint)}
         if sweep.seeds is not None:
             given["seeds"] = parse_seeds(sweep.seeds, recipe.seed)
         if sweep.rates is not None:

@@ -81,11 +81,11 @@ def _close(a: float, b: float) -> bool:
 
 def _metric_stats(runs: list[dict], block: str) -> dict:
     """{split: {metric: summarize(values over the runs)}} of the runs' `block` (dev or test)."""
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, None]] = {}           # splits and metrics in the order first seen
     for r in runs:
         for split, metrics in r[block].items():
             for metric in metrics:
-                out.setdefault(split, {}).setdefault(metric, None)
+                out.setdefault(split, {})[metric] = None
     return {split: {m: summarize([r[block][split][m] for r in runs if m in r[block].get(split, {})]) for m in metrics}
             for split, metrics in out.items()}
 
