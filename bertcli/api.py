@@ -164,11 +164,12 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
         if cmd.sweep_check is not None:
             cmd.sweep_check(sweep, options)
         plan = sweeps.make_plan(cmd.name, Path(checkpoint), r, sweep, dest)
+        fresh = force and not sweep.resume          # --force replaces what is there; --resume continues it
         with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), [checkpoint, *commands.input_paths(cmd, options)]):
             if cmd.sweep is not None:       # a command with a protocol of its own (GLUE's tasks)
-                return cmd.sweep(plan, r, Path(checkpoint), dest, force, **options)
+                return cmd.sweep(plan, r, Path(checkpoint), dest, fresh, **options)
             return sweeps.run_sweep(plan, r, Path(checkpoint), dest,
-                                    lambda recipe_, folder: cmd.run(recipe_, Path(checkpoint), folder, **options), force)
+                                    lambda recipe_, folder: cmd.run(recipe_, Path(checkpoint), folder, **options), fresh)
     with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
         return cmd.run(r, Path(checkpoint), dest, **options)
 
@@ -250,7 +251,7 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
         make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding, **columns)
         plan = sweeps.make_plan("distill", Path(checkpoint), r, sweep, dest)
         with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs):
-            return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, force)
+            return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, force and not sweep.resume)
     with writing(dest, force, inputs):
         return one_run(r, dest)
 

@@ -240,3 +240,14 @@ def test_diverged_run_is_counted_and_the_sweep_goes_on(task, tmp_path):
     assert entry["runs"][0]["status"] == "diverged" and entry["runs"][0]["score"] is None
     assert entry["chosen_lr"] == 1e-2 and entry["kept"]["dir"] == "lr-0.01/seed-42"
     assert "diverged" in _json(out / "lr-1e+30" / "seed-42" / "results.json")
+
+    # --force replaces that sweep by another (only what bertcli's markers list goes)
+    (out / "notes.txt").write_text("mine")
+    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "already holds an earlier result")
+    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1", "--force"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "notes.txt", "results.json", "seed-42", "sweep.json"]
+    entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
+    assert entry["chosen_lr"] is None and entry["kept"] is None and entry["runs"][0]["status"] == "diverged"

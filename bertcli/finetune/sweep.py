@@ -205,10 +205,11 @@ def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path],
             console.log(f"{label} run {i}/{len(todo)} ({rel}): " + (f"lr {lr:g}, " if lr is not None else "")
                         + f"seed {seed}")
             start = time.monotonic()
+            this = run_recipe(recipe, lr, seed, plan.threads)
             try:
-                results = one_run(run_recipe(recipe, lr, seed, plan.threads), folder)
+                results = one_run(this, folder)
             except Diverged as e:
-                results = record_diverged(folder, recipe, lr, seed, e)
+                results = record_diverged(folder, this, lr, seed, e)
             clock.ran(time.monotonic() - start, results)
         records.append({**sweep_summary.run_record(lr, seed, rel, results), "group": lr})
         prune(root, records)
@@ -258,11 +259,11 @@ def keep_model(run_folder: Path, dest: Path) -> list[str]:
 
 
 def start(plan: Plan, out: Path, force: bool) -> None:
-    """Before the first run: an earlier result in --out that this sweep does not continue goes
-    (--force: what its markers list), and the plan is recorded."""
+    """Before the first run: with `force` (--force, not --resume) the earlier result in --out
+    goes (only what its marker lists), and the plan is recorded."""
     out = Path(out)
     listed = listed_files(out) if out.is_dir() else None
-    if listed and force and not (is_sweep(out) and read_plan(out) == plan):
+    if listed and force:
         drop_files(out, listed)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / STATE, plan.record())
