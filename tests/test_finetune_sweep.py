@@ -251,3 +251,21 @@ def test_diverged_run_is_counted_and_the_sweep_goes_on(task, tmp_path):
         "notes.txt", "results.json", "seed-42", "sweep.json"]
     entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
     assert entry["chosen_lr"] is None and entry["kept"] is None and entry["runs"][0]["status"] == "diverged"
+
+
+def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):
+    """`distill` gains --lr, --epochs, --seed ... and sweeps seeds like every fine-tuning command."""
+    teacher = tmp_path / "teacher"
+    r = run_cli(*_classify(task, teacher, "--lr", "1e-2"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    out = tmp_path / "student"
+    r = run_cli("distill", "-c", teacher, "--task", "classify", "--train", task / "train.csv", "--dev", task / "dev.csv",
+                "-o", out, "--layers", "1", "--epochs", "2", "--max-seq-length", "16", "--lr", "3e-3", "--seeds", "5,9",
+                cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    summary = _json(out / "results.json")["sweep"]
+    assert summary["command"] == "distill" and summary["seeds"] == [5, 9]
+    for run in summary["tasks"]["classify"]["runs"]:
+        res = _json(out / run["dir"] / "results.json")
+        assert res["seed"] == run["seed"] and res["hyperparameters"]["epochs"] == 2 and "distill" in res
+        assert res["hyperparameters"]["learning_rate"] == 3e-3
