@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from bertcli.config.options import SweepArgs
 from bertcli.config.recipe import check_purpose, load_recipe
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
@@ -35,6 +36,7 @@ from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import is_bundle, run_predict
 from bertcli.export.run import run_export
 from bertcli.finetune import command as commands
+from bertcli.finetune import sweep as sweeps
 from bertcli.finetune.distill.run import make_task, run_distill
 from bertcli.finetune.embed.evaluate import evaluate_embed as run_evaluate_embed
 from bertcli.finetune.embed.vectors import embed_file
@@ -138,30 +140,51 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
 
 # ------------------------------------------------------------------------------ fine-tuning
 def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, overrides: Overrides = None,
-             out: PathLike | None = None, force: bool = False, **options: Any) -> dict:
+             out: PathLike | None = None, force: bool = False, sweep: SweepArgs | None = None, **options: Any) -> dict:
     """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
     `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
     `finetune("squad", ckpt, data_dir=..., version=2)`: the task's own options are its command's
     flags (bertcli/finetune/*/command.py). `recipe`: default the task's shipped recipe; `out`:
     default runs/<task>/<checkpoint name>, checked, locked and marked (bertcli.core.outputs.writing)
     before the heavy imports, so a refusal comes at once and nothing the user has is replaced.
-    Returns results.json's content (GLUE: glue_results.json's)."""
+    `sweep`: seeds and a learning-rate grid (SweepArgs(seeds="3", rates=[5e-5, 3e-5]),
+    bertcli/finetune/sweep.py), each run in its own folder under `out`.
+    Returns results.json's content (GLUE: glue_results.json's; a sweep: {"sweep": ...})."""
     cmd = commands.get(task)
+    overrides = _override_items(overrides)
+    if sweep is not None and sweep.rates:
+        overrides = [*overrides, f"finetune.learning_rate={sweep.rates[0]!r}"]   # a task block's rate gives way
     r = load(cmd.recipe if recipe is None else recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/ (or says what to resume)
     _inputs_given(cmd.data_name, hub=options.get("hub"), **{k: options.get(k) for k in cmd.inputs})
     dest = Path(out) if out is not None else default_out(Path(checkpoint), cmd.default_kind(options))
+    if any(options.get(k) for k in cmd.sweep_options) and sweep is None:
+        sweep = SweepArgs()                         # e.g. GLUE's --from-mnli: a sweep of one seed
+    if sweep is not None and (sweep.wanted or any(options.get(k) for k in cmd.sweep_options)):
+        if cmd.sweep_check is not None:
+            cmd.sweep_check(sweep, options)
+        plan = sweeps.make_plan(cmd.name, Path(checkpoint), r, sweep, dest)
+        fresh = force and not sweep.resume          # --force replaces what is there; --resume continues it
+        with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), [checkpoint, *commands.input_paths(cmd, options)]):
+            if cmd.sweep is not None:       # a command with a protocol of its own (GLUE's tasks)
+                return cmd.sweep(plan, r, Path(checkpoint), dest, fresh, **options)
+            return sweeps.run_sweep(plan, r, Path(checkpoint), dest,
+                                    lambda recipe_, folder: cmd.run(recipe_, Path(checkpoint), folder, **options), fresh)
     with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
         return cmd.run(r, Path(checkpoint), dest, **options)
 
 
 def finetune_glue(checkpoint: PathLike, tasks: str, data_dir: PathLike | None = None, hub: str | None = None,
                   recipe: PathLike | None = "glue", overrides: Overrides = None,
-                  out: PathLike | None = None, force: bool = False) -> dict:
+                  out: PathLike | None = None, force: bool = False, sweep: SweepArgs | None = None,
+                  from_mnli: bool = False) -> dict:
     """Fine-tune on GLUE: `tasks` is a name (sst2, SST-2, ...), several separated by commas, or
     `all`; the data from `data_dir` (the download script's layout, save_to_disk or parquet) or
-    `hub` (datasets.load_dataset, needs the network). Returns glue_results.json's content."""
-    return finetune("glue", checkpoint, recipe, overrides, out, force, tasks=tasks, data_dir=_path(data_dir), hub=hub)
+    `hub` (datasets.load_dataset, needs the network). `sweep` (seeds, a rate grid) and `from_mnli`
+    run the GLUE protocol (classification/glue_sweep.py). Returns glue_results.json's content (a
+    sweep: results.json's, {"sweep": ...})."""
+    return finetune("glue", checkpoint, recipe, overrides, out, force, sweep, tasks=tasks, data_dir=_path(data_dir),
+                    hub=hub, from_mnli=from_mnli)
 
 
 def finetune_classify(checkpoint: PathLike, train: PathLike, dev: PathLike, test: PathLike | None = None,
@@ -200,21 +223,37 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
             text_pair_column: str | None = None, label_column: str | None = None, layers: int | None = None,
             student: str | None = None, unlabelled: PathLike | None = None, recipe: PathLike | None = "distill",
             overrides: Overrides = None, out: PathLike | None = None, encoding: str | None = None,
-            force: bool = False) -> dict:
+            force: bool = False, sweep: SweepArgs | None = None) -> dict:
     """Distill the fine-tuned `checkpoint` (the teacher) into a smaller student on `task`, read
     with the finetune commands' data arguments (classify: train / dev / test and the columns;
     ner: data_dir; squad: data_dir or hub, version). The student: `layers` of the teacher's
     (default 4), or `student`, a checkpoint directory or recipe of the teacher's family and
-    vocabulary. `unlabelled`: examples only the teacher labels (distill/unlabelled.py). Returns results.json's
-    content, whose `distill` entry puts teacher and student side by side."""
-    columns = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column}
+    vocabulary. `unlabelled`: examples only the teacher labels (distill/unlabelled.py). `sweep`: seeds
+    and a learning-rate grid, as for `finetune`. Returns results.json's content, whose `distill`
+    entry puts teacher and student side by side (a sweep: {"sweep": ...})."""
+    columns = {k: v for k, v in {"text_column": text_column, "text_pair_column": text_pair_column,
+                                 "label_column": label_column}.items() if v is not None}
+    overrides = _override_items(overrides)
+    if sweep is not None and sweep.rates:
+        overrides = [*overrides, f"finetune.learning_rate={sweep.rates[0]!r}"]
     r = load(recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/
     dest = Path(out) if out is not None else default_out(Path(checkpoint), "distill")
-    with writing(dest, force, [checkpoint, train, dev, test, data_dir, unlabelled]):
-        t, r = make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding,
-                         **{k: v for k, v in columns.items() if v is not None})
-        return run_distill(r, Path(checkpoint), t, dest, layers=layers, student=student, unlabelled=_path(unlabelled))
+
+    def one_run(recipe_, folder: Path) -> dict:
+        t, recipe_ = make_task(task, recipe_, _path(train), _path(dev), _path(test), _path(data_dir), hub, version,
+                               encoding, **columns)
+        return run_distill(recipe_, Path(checkpoint), t, folder, layers=layers, student=student,
+                           unlabelled=_path(unlabelled))
+
+    inputs = [checkpoint, train, dev, test, data_dir, unlabelled]
+    if sweep is not None and sweep.wanted:
+        make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding, **columns)
+        plan = sweeps.make_plan("distill", Path(checkpoint), r, sweep, dest)
+        with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs):
+            return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, force and not sweep.resume)
+    with writing(dest, force, inputs):
+        return one_run(r, dest)
 
 
 # ------------------------------------------------------------------------------ using a model

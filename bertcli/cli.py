@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Literal, cast
 import typer
 from rich.markup import escape
 
-from bertcli.config.options import CHECKPOINT_HELP, NUM_FLAGS, EncodingOpt, OutForceOpt, SetOpt, num_option  # noqa: F401 (NUM_FLAGS: read by the tests)
+from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: read by the tests)
+    CHECKPOINT_HELP,
+    FINETUNE_FLAGS,
+    NUM_FLAGS,
+    EncodingOpt,
+    OutForceOpt,
+    SetOpt,
+    SweepArgs,
+    finetune_flags,
+    num_option,
+)
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -62,45 +72,6 @@ ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached resul
 ThreadsOpt = num_option(None, "--threads", ge=1,
                         help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md).")
 DeviceOpt = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps.")
-
-
-# The hyperparameters every `finetune` command takes as flags (run_glue / run_ner's names), each
-# the recipe key it sets: (parameter, flag, recipe key, type, FinetuneConfig field or bounds, help).
-FINETUNE_FLAGS = (
-    ("lr", "--lr", "finetune.learning_rate", float, "learning_rate",
-     "Peak learning rate (default: auto, from the model's size)."),
-    ("epochs", "--epochs", "finetune.epochs", float, "epochs", "Passes over the training set."),
-    ("batch_size", "--batch-size", "finetune.batch_size", int, "batch_size", "Training sequences per optimizer step."),
-    ("max_seq_length", "--max-seq-length", "finetune.max_seq_length", int, "max_seq_length",
-     "Tokens per example (special tokens included); longer ones are truncated or windowed."),
-    ("seed", "--seed", "seed", int, None, "Seed of the head's initialization, dropout and example order."),
-)
-
-
-def finetune_flags(command):
-    """Add FINETUNE_FLAGS to a finetune command: each given flag becomes a `--set` item after the
-    command's own (so a flag wins over --set and the recipe, and over a task block's value of the
-    recipe file: config.recipe.general_keys_win). Written once for every finetune command."""
-    import functools
-    import inspect
-
-    params = []
-    for name, flag, _key, tp, field_name, help_text in FINETUNE_FLAGS:
-        opt = (num_option(None, flag, of=(FinetuneConfig, field_name), help=help_text) if field_name
-               else num_option(None, flag, ge=0, help=help_text))
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        given = {key: kwargs.pop(name) for name, _, key, *_ in FINETUNE_FLAGS}
-        kwargs["set_"] = [*(kwargs.get("set_") or []),
-                          *(f"{key}={json.dumps(value)}" for key, value in given.items() if value is not None)]
-        return command(*args, **kwargs)
-
-    sig = inspect.signature(command)
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *params])
-    wrapper.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
-    return wrapper
 
 
 def _recipe(spec: str | None, overrides: list[str] | None, command: Command | None = "pretrain",
@@ -335,7 +306,6 @@ def predict_cmd(
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
-@app.command("distill")
 def distill_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
                                     help="The teacher: a model `bertcli finetune` wrote (or a transformers checkpoint with "
@@ -366,6 +336,7 @@ def distill_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/distill/<teacher name>)."),
     force: bool = OutForceOpt,
     encoding: str | None = EncodingOpt,
+    sweep: SweepArgs | None = None,
 ) -> None:
     """Distill a fine-tuned model into a smaller, faster student (soft targets at a temperature, the hard labels,
     optionally hidden states and attention); the student is an ordinary fine-tuned model directory."""
@@ -377,7 +348,11 @@ def distill_cmd(
     api.distill(checkpoint, cast("Literal['classify', 'ner', 'squad']", task), train=train, dev=dev, test=test,
                 data_dir=data_dir, hub=hub, version=version, text_column=text_column,
                 text_pair_column=text_pair_column, label_column=label_column, layers=layers, student=student,
-                unlabelled=unlabelled, recipe=recipe, overrides=set_, out=out, encoding=encoding, force=force)
+                unlabelled=unlabelled, recipe=recipe, overrides=set_, out=out, encoding=encoding, force=force,
+                sweep=sweep)
+
+
+app.command("distill")(finetune_flags(distill_cmd))
 
 
 @app.command()
@@ -492,6 +467,8 @@ def task_command(cmd: task_commands.TaskCommand):
         from bertcli import api
 
         shared_args = {k: kwargs.pop(k) for k in common}
+        if kwargs.get("sweep") is None:
+            kwargs.pop("sweep", None)
         api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"], overrides=shared_args["set_"],
                      out=shared_args["out"], force=shared_args["force"], **kwargs)
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import bertcli
 from bertcli import api
+from bertcli.config.options import SweepArgs
 from bertcli.core.errors import UserError
 
 # A few steps of a very small bert-tiny on a slice of the built-in corpus (seconds on one thread).
@@ -85,6 +86,10 @@ CALLS = [
     (["predict", "-c", "ck", "-i", "x.jsonl", "--batch-size", "4"], "predict", ("batch_size", 4)),
     (["embed", "-c", "ck", "-i", "t.txt", "-o", "e.npy", "--pooling", "cls"], "embed", ("pooling", "cls")),
     (["evaluate-embed", "-c", "ck", "--beir", "b", "--split", "dev"], "evaluate_embed", ("split", "dev")),
+    (["finetune", "ner", "-c", "ck", "-d", "conll", "--seeds", "3", "--lr", "1e-3,2e-3", "--resume"], "finetune",
+     ("sweep", SweepArgs("3", [1e-3, 2e-3], True))),
+    (["finetune", "glue", "-c", "ck", "-t", "rte", "-d", "g", "--from-mnli"], "finetune", ("from_mnli", True)),
+    (["distill", "-c", "ck", "-t", "ner", "-d", "conll", "--seeds", "1,7"], "distill", ("sweep", SweepArgs("1,7"))),
 ]
 
 

@@ -293,6 +293,36 @@ def _remove_listed(directory: Path, files: Iterable[str]) -> None:
             d.rmdir()                                  # only when empty
 
 
+def drop_files(directory: Path, files: Iterable[str]) -> list[str]:
+    """Remove those of `files` (relative paths) that `directory`'s marker lists as bertcli's, and
+    rewrite the marker without them; a file the marker does not list stays. Returns what went
+    (a sweep keeping the weights of its best runs only)."""
+    directory = Path(directory)
+    listed = listed_files(directory)
+    if listed is None:
+        return []
+    gone = sorted(set(files) & listed)
+    if gone:
+        _remove_listed(directory, gone)     # first: a marker listing a file gone is harmless, the reverse is not
+        write_marker(directory, listed - set(gone), marker_info(directory).get("command"))
+    return gone
+
+
+def claim(directory: Path, parts: Iterable[Path]) -> None:
+    """Add every file under `parts` (paths inside `directory`, written by this command) to
+    `directory`'s marker, now rather than when the command ends: a long command killed outright
+    (a sweep between its runs) leaves a directory whose marker lists what it finished."""
+    directory = Path(directory)
+    files = set(listed_files(directory) or set())
+    for part in parts:
+        part = Path(part)
+        if part.is_dir():
+            files |= {(part.relative_to(directory) / f).as_posix() for f in _files_under(part, skip=())}
+        elif part.is_file():
+            files.add(part.relative_to(directory).as_posix())
+    write_marker(directory, files)
+
+
 def install(tmp: Path, final: Path, command: str | None = None) -> Path:
     """Put the finished temporary `tmp` in place as `final`, writing its marker.
 

@@ -41,6 +41,13 @@ class TaskCommand:
     # message when neither or both are; None: no --hub.
     data_name: str | None = None
     out_kind: Callable[[Mapping[str, Any]], str] | None = None   # default: name
+    # Seeds and learning-rate grids (bertcli/finetune/sweep.py): a command whose runs are not one
+    # `run` per (rate, seed) gives its own (plan, recipe, checkpoint, out, force, **options) ->
+    # results.json's content (GLUE: its tasks, --from-mnli); `sweep_check(sweep, options)` refuses
+    # what the command cannot sweep, before any work; `sweep_options`: options that ask for a sweep.
+    sweep: Callable[..., dict] | None = None
+    sweep_check: Callable[[Any, Mapping[str, Any]], None] | None = None
+    sweep_options: tuple[str, ...] = ()
 
     def default_kind(self, options: Mapping[str, Any]) -> str:
         """The folder under runs/ of the default output directory."""

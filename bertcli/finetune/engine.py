@@ -250,7 +250,9 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
-    use_threads(cfg.threads, "finetune.threads", device)
+    # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
+    # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
+    use_threads(cfg.threads, "finetune.threads", device, recorded=getattr(recipe, "sweep_threads", None))
     tok = load_tokenizer(checkpoint)
     if teacher is None:
         model, report = load_model(task, checkpoint, cfg, recipe.seed, init)

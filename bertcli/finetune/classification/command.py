@@ -19,15 +19,27 @@ def glue_options(
                                               "directory."),
     hub: str | None = typer.Option(None, "--hub",
                                    help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    from_mnli: bool = typer.Option(False, "--from-mnli",
+                                   help="Start RTE, MRPC and STS-B from the MNLI-fine-tuned encoder (RoBERTa's, "
+                                        "MosaicBERT's, ModernBERT's protocol): MNLI runs first (the chosen rate's best "
+                                        "run); their cells are marked."),
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
 
 
 def run_glue(recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
-             hub: str | None = None) -> dict:
+             hub: str | None = None, from_mnli: bool = False) -> dict:
     from bertcli.finetune.classification.glue_run import run_glue as run
 
+    assert not from_mnli, "--from-mnli is a sweep (sweep_options): sweep_glue runs it"
     return run(recipe, checkpoint=checkpoint, task=tasks, data_dir=data_dir, hub=hub, out=out)
+
+
+def sweep_glue(plan, recipe, checkpoint: Path, out: Path, force: bool, tasks: str, data_dir: Path | None = None,
+               hub: str | None = None, from_mnli: bool = False) -> dict:
+    from bertcli.finetune.classification.glue_sweep import sweep_glue as run
+
+    return run(plan, recipe, checkpoint, out, force, tasks, data_dir=data_dir, hub=hub, from_mnli=from_mnli)
 
 
 def classify_options(
@@ -59,6 +71,7 @@ def run_classify(recipe, checkpoint: Path, out: Path, train: Path, dev: Path, te
 
 
 COMMANDS = [
-    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",), data_name="GLUE"),
+    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",), data_name="GLUE",
+                sweep=sweep_glue, sweep_options=("from_mnli",)),
     TaskCommand("classify", classify_options, run_classify, recipe="classify", inputs=("train", "dev", "test")),
 ]

@@ -71,4 +71,13 @@ def run_embed(recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None
                encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
 
 
-COMMANDS = [TaskCommand("embed", embed_options, run_embed, recipe="embed", inputs=("train", "dev"))]
+def check_sweep(sweep, options) -> None:
+    """A learning-rate grid selects on dev: without --dev there is nothing to select on."""
+    if sweep.rates and options.get("dev") is None:
+        raise UserError(f"--lr {','.join(f'{r:g}' for r in sweep.rates)} is a grid of rates, and finetune embed "
+                        "has no --dev to choose one on", where="--lr",
+                        fix="give --dev (a BEIR directory or scored pairs), or one --lr")
+
+
+COMMANDS = [TaskCommand("embed", embed_options, run_embed, recipe="embed", inputs=("train", "dev"),
+                        sweep_check=check_sweep)]

@@ -1,0 +1,309 @@
+"""Seeds and learning-rate grids: every fine-tuning command run over (rate, seed) pairs.
+
+    bertcli finetune classify ... --seeds 3 --lr 5e-5,3e-5 --out runs/x
+        runs/x/sweep.json                     the plan (seeds, rates, threads), written first
+        runs/x/lr-5e-05/seed-42/ ...          one ordinary fine-tuning run each: results.json and
+                                              predictions always; weights only while the run is
+                                              the best of its rate so far
+        runs/x/results.json                   {"sweep": ...} (sweep_summary), written last
+        runs/x/model.safetensors, ...         the best dev run of the chosen rate (hard links)
+
+One rate: no lr-* level (runs/x/seed-42/). The runs go in turn, each through the command's own
+`run` (so a sweep's run is exactly the single run of that seed and rate), with the thread count
+chosen once and recorded, so that `--resume` (which keeps every run whose results.json has no
+`interrupted` entry and starts the others again) gives the figures of an uninterrupted sweep. A
+run that diverges (errors.Diverged) or ends at chance is counted, and the sweep goes on.
+
+The layer above the runner: it knows nothing of any task; `one_run(recipe, folder)` trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertcli.config.options import SweepArgs, parse_seeds
+from bertcli.core import console
+from bertcli.core.errors import Diverged, UserError
+from bertcli.core.fs import building
+from bertcli.core.machine import choose_threads
+from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
+from bertcli.core.testhooks import pause_point
+from bertcli.finetune import sweep_summary
+from bertcli.finetune.classification.submission import write_json
+
+STATE = "sweep.json"
+VERSION = 1
+RECORDS = ("results.json", "recipe.yaml")        # what every run folder keeps besides its predictions
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep runs: each rate (None: the recipe's) with each seed, at `threads` threads."""
+
+    command: str
+    checkpoint: str
+    seeds: list[int]
+    rates: list[float] | None
+    threads: int
+
+    def runs(self) -> list[tuple[float | None, int, str]]:
+        """(rate, seed, folder relative to the sweep's --out), rates outer, seeds inner."""
+        rates: list[float | None] = list(self.rates) if self.rates else [None]
+        level = len(rates) > 1
+        return [(lr, s, (f"lr-{sweep_summary.rate_key(lr)}/" if level else "") + f"seed-{s}")
+                for lr in rates for s in self.seeds]
+
+    def record(self) -> dict:
+        return {"version": VERSION, **dataclasses.asdict(self)}
+
+
+def is_sweep(out: Path) -> bool:
+    return (Path(out) / STATE).is_file()
+
+
+def read_plan(out: Path) -> Plan:
+    path = Path(out) / STATE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        plan = Plan(**{f.name: data[f.name] for f in dataclasses.fields(Plan)})
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"the sweep's plan {path} cannot be read ({e})", where=str(path),
+                        fix="run the sweep again without --resume (with --force to replace it)") from None
+    if data.get("version") != VERSION or not plan.seeds:
+        raise UserError(f"{path} is not a sweep plan of this bertcli (version {data.get('version')!r})", where=str(path),
+                        fix="run the sweep again without --resume (with --force to replace it)")
+    return plan
+
+
+def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Path) -> Plan:
+    """The plan: a new one from the flags, or with --resume the one recorded in `out`, which the
+    flags given must not contradict (a resumed sweep is the same sweep)."""
+    if sweep.resume and is_sweep(out):
+        plan = read_plan(out)
+        given: dict[str, object] = {"command": command, "checkpoint": str(checkpoint)}
+        if sweep.seeds is not None:
+            given["seeds"] = parse_seeds(sweep.seeds, recipe.seed)
+        if sweep.rates is not None:
+            given["rates"] = sweep.rates
+        for key, value in given.items():
+            if getattr(plan, key) != value:
+                raise UserError(f"--resume: the sweep in {out} has {key} {getattr(plan, key)}, this command line "
+                                f"{value}", where=str(Path(out) / STATE),
+                                fix="resume with the sweep's own command line, or start another sweep in a new --out")
+        return plan
+    if sweep.resume and Path(out).is_dir() and any(Path(out).iterdir()):
+        raise UserError(f"--resume: {out} holds no sweep ({STATE} is missing)", where=str(out),
+                        fix="give the --out of the interrupted sweep, or drop --resume")
+    threads = choose_threads(recipe.finetune.threads, "finetune.threads").count
+    seeds = parse_seeds(sweep.seeds if sweep.seeds is not None else 1, recipe.seed)
+    return Plan(command, str(checkpoint), seeds, sweep.rates, threads)
+
+
+def run_recipe(recipe, lr: float | None, seed: int, threads: int):
+    """The recipe of one run: its seed, its rate (when the sweep has a grid) in place of the
+    recipe's everywhere (task blocks too), so it is the rate used, and the sweep's thread count
+    as `sweep_threads` (not a recipe key: results.json and recipe.yaml stay those of a single
+    run; the engine uses it where finetune.threads is auto, as a resumed run its recorded count)."""
+    ft = recipe.finetune
+    if lr is not None:
+        blocks = {f.name: dataclasses.replace(getattr(ft, f.name), learning_rate=None) for f in dataclasses.fields(ft)
+                  if dataclasses.is_dataclass(getattr(ft, f.name)) and hasattr(getattr(ft, f.name), "learning_rate")}
+        tasks = {k: dataclasses.replace(v, learning_rate=None) for k, v in ft.tasks.items()}
+        ft = dataclasses.replace(ft, learning_rate=lr, tasks=tasks, **blocks)
+    run = dataclasses.replace(recipe, seed=seed, finetune=ft)
+    run.sweep_threads = threads
+    return run
+
+
+# ------------------------------------------------------------------------------------ the runs
+def finished(folder: Path) -> dict | None:
+    """A finished run's results.json (one without an `interrupted` entry), else None."""
+    try:
+        results = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return results if isinstance(results, dict) and "interrupted" not in results else None
+
+
+def record_diverged(folder: Path, recipe, lr: float | None, seed: int, error: Diverged) -> dict:
+    """A diverged run's results.json (nothing else was written): counted, never run again."""
+    results = {"seed": seed, "learning_rate": lr, "diverged": {"message": error.what, "fix": error.fix}}
+    with building(folder, recipe) as tmp:
+        write_json(tmp / "results.json", results)
+    console.log(f"warning: {folder.name}: {error.what}; counted as diverged, the sweep goes on")
+    return results
+
+
+def is_record(rel: str) -> bool:
+    """Files a run keeps whatever its rank: results, recipe, predictions (GLUE's submission)."""
+    name = rel.rsplit("/", 1)[-1]
+    return (rel in RECORDS or "predictions" in rel or rel.split("/", 1)[0] == "submission"
+            or name in ("null_odds.json", "eval.json"))
+
+
+def model_files(folder: Path) -> list[str]:
+    """The files of a run's saved model (what its marker lists beyond its records)."""
+    return sorted(f for f in (listed_files(folder) or set()) if not is_record(f))
+
+
+def prune(root: Path, runs: list[dict]) -> None:
+    """Keep the weights of each rate's best run so far only (bertcli.core.outputs.drop_files:
+    only what the run's marker lists goes)."""
+    by_rate: dict[object, list[dict]] = {}
+    for r in runs:
+        by_rate.setdefault(r["group"], []).append(r)
+    for group in by_rate.values():
+        best = sweep_summary.kept_run(group)
+        for r in group:
+            if r is not best and r["status"] != "diverged":
+                drop_files(root / r["dir"], model_files(root / r["dir"]))
+
+
+class Clock:
+    """The cost said before work and measured after the first run."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.seconds = total, 0, 0.0
+
+    def ran(self, seconds: float, results: dict) -> None:
+        self.done += 1
+        self.seconds += seconds
+        left = self.total - self.done
+        if self.done == 1 and left:
+            steps = results.get("steps")
+            each = f" ({steps:,} steps)" if isinstance(steps, int) else ""
+            console.log(f"sweep: one run took {seconds:.0f} s{each}; the {left} left take about "
+                        f"{_duration(seconds * left)}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path], dict], label: str,
+               clock: Clock, top: Path | None = None, also: tuple[Path, ...] = ()) -> list[dict]:
+    """Each (rate, seed) of the plan in turn into root/<folder>; a finished run is read, not run
+    again. After each run, --out's marker (`top`, default `root`) lists its files (and those
+    under `also`), so that a sweep killed between runs can be resumed. Returns the runs'
+    records (sweep_summary.run_record + their rate group)."""
+    records: list[dict] = []
+    todo = plan.runs()
+    for i, (lr, seed, rel) in enumerate(todo, 1):
+        folder = root / rel
+        pause_point(f"sweep-{label}-run-{i}")
+        results = finished(folder)
+        if results is not None:
+            console.log(f"{label} run {i}/{len(todo)} ({rel}): finished earlier, kept")
+        else:
+            console.log(f"{label} run {i}/{len(todo)} ({rel}): " + (f"lr {lr:g}, " if lr is not None else "")
+                        + f"seed {seed}")
+            start = time.monotonic()
+            this = run_recipe(recipe, lr, seed, plan.threads)
+            try:
+                results = one_run(this, folder)
+            except Diverged as e:
+                results = record_diverged(folder, this, lr, seed, e)
+            clock.ran(time.monotonic() - start, results)
+        records.append({**sweep_summary.run_record(lr, seed, rel, results), "group": lr})
+        prune(root, records)
+        claim(top or root, [folder, *also])
+    return records
+
+
+# ------------------------------------------------------------------------------------ disk
+def weights_bytes(checkpoint: Path) -> int:
+    """The checkpoint's weight files: about what each fine-tuned model saves."""
+    return sum(p.stat().st_size for p in Path(checkpoint).glob("*") if p.suffix in (".safetensors", ".bin"))
+
+
+def check_disk(out: Path, checkpoint: Path, models: int) -> None:
+    """`models` models' worth of weights must fit where --out is, before any work."""
+    need = weights_bytes(checkpoint) * models + (8 << 20) * models
+    where = Path(os.path.abspath(out))
+    while not where.exists():
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    console.log(f"sweep disk: about {need / 1e6:,.0f} MB at most (the weights of each rate's best run, the run in "
+                f"progress, the kept model; results and predictions of every run), {free / 1e6:,.0f} MB free")
+    if need > free:
+        raise UserError(f"the sweep needs about {need / 1e6:,.0f} MB in {where}, which has {free / 1e6:,.0f} MB free",
+                        where=str(out), fix="free disk space, choose another --out, or sweep fewer rates")
+
+
+# ------------------------------------------------------------------------------------ results
+def place(src: Path, dst: Path) -> None:
+    """`dst` becomes a copy of `src` (a hard link where the file system allows), put in place by
+    a rename: never half there."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}{TEMP_TAG}{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def keep_model(run_folder: Path, dest: Path) -> list[str]:
+    """The kept run's model files into `dest` (the sweep's --out, or a GLUE task's folder)."""
+    files = model_files(run_folder)
+    for rel in files:
+        place(run_folder / rel, dest / rel)
+    return files
+
+
+def start(plan: Plan, out: Path, force: bool) -> None:
+    """Before the first run: with `force` (--force, not --resume) the earlier result in --out
+    goes (only what its marker lists), and the plan is recorded."""
+    out = Path(out)
+    listed = listed_files(out) if out.is_dir() else None
+    if listed and force:
+        drop_files(out, listed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / STATE, plan.record())
+    claim(out, [out / STATE])
+
+
+def describe(plan: Plan, tasks: int = 1) -> str:
+    rates = "1 rate" if not plan.rates else f"{len(plan.rates)} rates ({', '.join(f'{r:g}' for r in plan.rates)})"
+    n = len(plan.runs()) * tasks
+    return (f"sweep: {n} runs ({rates} x {len(plan.seeds)} seeds {', '.join(map(str, plan.seeds))}"
+            + (f" x {tasks} tasks" if tasks > 1 else "")
+            + f"), one after another at {plan.threads} thread{'s' if plan.threads > 1 else ''}")
+
+
+def run_sweep(plan: Plan, recipe, checkpoint: Path, out: Path, one_run: Callable[[object, Path], dict],
+              force: bool = False) -> dict:
+    """One task's sweep into `out`; results.json's content ({"sweep": ...})."""
+    out = Path(out)
+    groups = len(plan.rates or [None])
+    check_disk(out, checkpoint, groups + 2)
+    start(plan, out, force)
+    console.log(describe(plan))
+    records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(len(plan.runs())))
+    runs = [{k: v for k, v in r.items() if k != "group"} for r in records]
+    entry = sweep_summary.task_entry(runs, plan.rates, sweep_summary.score_name(runs))
+    first = next((r for r in records if r["status"] != "diverged"), None)
+    name = (finished(out / first["dir"]) or {}).get("task", plan.command) if first else plan.command
+    summary = header(plan, {name: entry})
+    if entry["kept"] is not None:
+        keep_model(out / entry["kept"]["dir"], out)
+    write_json(out / "results.json", summary)
+    console.summary(f"{name}: {len(plan.seeds)} seeds x {groups} rate(s), x100", sweep_summary.rows(name, entry))
+    console.log(f"runs in {out}; the model there is {entry['kept']['dir']}'s" if entry["kept"] else
+                f"runs in {out}; no model kept (no rate has a finished median)")
+    return summary
+
+
+def header(plan: Plan, tasks: dict) -> dict:
+    """results.json's {"sweep": ...} around the tasks' entries."""
+    rates = plan.rates or sorted({lr for e in tasks.values() for lr in e["learning_rates"] if lr is not None})
+    return {"sweep": {"version": VERSION, "command": plan.command, "checkpoint": plan.checkpoint, "seeds": plan.seeds,
+                      "learning_rates": rates, "threads": plan.threads, "statistic": sweep_summary.STATISTIC,
+                      "tasks": tasks}}

@@ -1,0 +1,271 @@
+"""Seeds and learning-rate grids (bertcli/finetune/sweep.py, sweep_summary.py): the statistics
+against `statistics` / numpy, the rate rule with its ties and failures, the flags' mistakes, and
+end to end through the real CLI on a tiny learnable task (one word decides the label): one seed
+and one rate give today's results.json, a killed sweep resumes without redoing finished runs and
+ends with the figures of an uninterrupted one, a diverged run is counted and the sweep goes on."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import signal
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused
+from finetune_fixtures import tiny_checkpoint
+
+from bertcli.config.options import parse_rates, parse_seeds
+from bertcli.core.errors import UserError
+from bertcli.finetune import sweep_summary as ss
+
+POS, NEG = ["good", "great", "fine"], ["bad", "awful", "poor"]
+
+
+def _rows(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    rows = []
+    for _ in range(n):
+        y = rng.randrange(2)
+        rows.append((f"{rng.choice(POS if y else NEG)} {rng.choice('xyz')}", ["neg", "pos"][y]))
+    return rows
+
+
+def _write(path: Path, rows) -> Path:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory) -> Path:
+    """A tiny L1 H32 BERT and a binary task it learns in 24 steps at lr 1e-2 (at chance at 1e-3)."""
+    root = tmp_path_factory.mktemp("sweep")
+    rng = random.Random(1)
+    train = _rows(rng, 64)
+    tiny_checkpoint(root / "ckpt", [t for t, _ in train] * 3, hidden=32, layers=1, positions=40)
+    _write(root / "train.csv", train)
+    _write(root / "dev.csv", _rows(rng, 40))
+    _write(root / "test.csv", _rows(rng, 20))
+    return root
+
+
+def _classify(root: Path, out: Path, *extra: str) -> list:
+    return ["finetune", "classify", "-c", root / "ckpt", "--train", root / "train.csv", "--dev", root / "dev.csv",
+            "--test", root / "test.csv", "-o", out, "--epochs", "3", "--max-seq-length", "16", "--batch-size", "8",
+            "--set", "finetune.dropout=0", *extra]
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _timeless(results: dict, folder: Path | None = None) -> dict:
+    """results.json without its timing; `folder`: where it lies, written `<out>` (the test files'
+    paths name the run's folder)."""
+    text = json.dumps({k: v for k, v in results.items() if k != "train_seconds"})
+    return json.loads(text.replace(str(folder), "<out>") if folder is not None else text)
+
+
+# ------------------------------------------------------------------------------------ units
+def _record(lr, seed, status, score, acc=None):
+    dev = {} if status == "diverged" else {"dev": {"accuracy": acc if acc is not None else score, "f1": score / 2}}
+    return {"lr": lr, "seed": seed, "dir": f"lr-{lr!r}/seed-{seed}", "status": status,
+            "score": None if status == "diverged" else score, "dev": dev,
+            "test": {} if status == "diverged" else {"test": {"accuracy": score - 0.1}}}
+
+
+def test_statistics_equal_statistics_and_numpy():
+    """Per rate: n counts every run, the statistics are over the finished ones, sd with ddof 1,
+    the median of an even n the mean of the middle two; dev and test metrics likewise."""
+    rng = random.Random(3)
+    runs = [_record(5e-5, s, "ok", rng.uniform(0.5, 0.9)) for s in range(4)]
+    runs += [_record(5e-5, 4, "diverged", None), _record(5e-5, 5, "chance", 0.5)]
+    runs += [_record(3e-5, s, "ok", rng.uniform(0.5, 0.9)) for s in range(3)]
+    entry = ss.task_entry(runs, [5e-5, 3e-5], "accuracy")
+    for key, lr in (("5e-05", 5e-5), ("3e-05", 3e-5)):
+        ok = [r for r in runs if r["lr"] == lr and r["status"] == "ok"]
+        g = entry["by_lr"][key]
+        scores = np.array([r["score"] for r in ok])
+        assert g["n"] == sum(r["lr"] == lr for r in runs)
+        assert g["score"]["n"] == len(ok)
+        assert g["score"]["mean"] == pytest.approx(np.mean(scores), rel=1e-12)
+        assert g["score"]["sd"] == pytest.approx(np.std(scores, ddof=1), rel=1e-12)
+        assert g["score"]["median"] == pytest.approx(np.median(scores), rel=1e-12)
+        assert g["score"]["median"] == statistics.median(scores.tolist())
+        assert (g["score"]["min"], g["score"]["max"]) == (scores.min(), scores.max())
+        f1 = [r["dev"]["dev"]["f1"] for r in ok]
+        assert g["dev"]["dev"]["f1"]["sd"] == pytest.approx(statistics.stdev(f1), rel=1e-12)
+        test = [r["test"]["test"]["accuracy"] for r in ok]
+        assert g["test"]["test"]["accuracy"]["mean"] == pytest.approx(statistics.fmean(test), rel=1e-12)
+    assert entry["by_lr"]["5e-05"]["failed"] == {"diverged": 1, "chance": 1}
+    assert entry["by_lr"]["5e-05"]["score"]["n"] == 4      # even n: the mean of the middle two (checked above)
+
+
+def test_rate_rule_median_ties_and_failures():
+    """The highest median wins; a tie goes to the smaller rate; failed runs rank below every
+    finished one, so a rate whose median is a failed run is never chosen, even with the best
+    single run; every rate failing chooses none."""
+    a = [_record(5e-5, s, "ok", v) for s, v in enumerate((0.70, 0.80, 0.90))]
+    b = [_record(3e-5, s, "ok", v) for s, v in enumerate((0.60, 0.80, 0.95))]
+    e = ss.task_entry(a + b, [5e-5, 3e-5], "accuracy")
+    assert e["chosen_lr"] == 3e-5 and e["kept"]["dir"] == "lr-3e-05/seed-2"        # equal medians: the smaller
+    c = [_record(2e-5, s, "ok", v) for s, v in enumerate((0.75, 0.81, 0.82))]
+    assert ss.task_entry(a + b + c, [5e-5, 3e-5, 2e-5], "accuracy")["chosen_lr"] == 2e-5
+    bad = [_record(1e-4, 0, "ok", 0.99), _record(1e-4, 1, "diverged", None), _record(1e-4, 2, "chance", 0.5)]
+    e = ss.task_entry(a + bad, [5e-5, 1e-4], "accuracy")
+    assert e["chosen_lr"] == 5e-5 and e["by_lr"]["0.0001"]["selection_median"] is None
+    one_of_three = [_record(1e-4, 0, "ok", 0.99), _record(1e-4, 1, "ok", 0.98), _record(1e-4, 2, "diverged", None)]
+    assert ss.task_entry(a + one_of_three, [5e-5, 1e-4], "accuracy")["chosen_lr"] == 1e-4   # median 0.98
+    none = ss.task_entry([_record(5e-5, 0, "diverged", None), _record(5e-5, 1, "chance", 0.5)], [5e-5], "accuracy")
+    assert none["chosen_lr"] is None and none["kept"] is None
+
+
+def test_score_name_is_read_off_the_runs():
+    mean = [{"dev": {"dev": {"accuracy": a, "f1": f}}, "score": (a + f) / 2} for a, f in ((0.8, 0.6), (0.7, 0.7))]
+    assert ss.score_name(mean) == "mean of accuracy, f1"
+    first = [{"dev": {"dev": {"f1": f, "precision": p}}, "score": f} for f, p in ((0.8, 0.6), (0.7, 0.9))]
+    assert ss.score_name(first) == "f1"
+    mnli = [{"dev": {"matched": {"accuracy": 0.8}, "mismatched": {"accuracy": 0.6}}, "score": 0.7}]
+    assert ss.score_name(mnli) == "mean of matched accuracy, mismatched accuracy"
+
+
+def test_seeds_and_rates_parse_or_say_why():
+    assert parse_seeds("3", 42) == [42, 43, 44] and parse_seeds("1,7,42", 0) == [1, 7, 42]
+    assert parse_rates("5e-5,3e-5") == [5e-5, 3e-5] and parse_rates("auto") is None and parse_rates("2e-5") == [2e-5]
+    for bad in ("0", "1,1", "a,b", "-1,2", "1.5"):
+        with pytest.raises(UserError, match="--seeds"):
+            parse_seeds(bad, 42)
+    for bad in ("5e-5,x", "0,1e-5", "1e-5,1e-5", "nan"):
+        with pytest.raises(UserError, match="--lr"):
+            parse_rates(bad)
+
+
+def test_flag_mistakes_exit_2_with_one_message(task, tmp_path):
+    r = run_cli(*_classify(task, tmp_path / "o", "--seeds", "1,x"), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "--seeds '1,x' is neither a count nor a comma list")
+    r = run_cli(*_classify(task, tmp_path / "o", "--lr", "1e-3,0"), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "--lr")
+    r = run_cli("finetune", "embed", "-c", task / "ckpt", "--train", task / "train.csv", "--lr", "1e-3,2e-3",
+                "-o", tmp_path / "e", cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "has no --dev to choose one on")
+    r = run_cli(*_classify(task, tmp_path / "o", "--resume"), cwd=tmp_path, env=ONE_THREAD)  # nothing there: starts
+    assert r.rc == 0, r.output
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("mine")
+    r = run_cli(*_classify(task, tmp_path / "plain", "--resume"), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "holds no sweep")
+    assert not (tmp_path / "o" / "o").exists() and not (tmp_path / "e").exists()
+
+
+# ------------------------------------------------------------------------------------ end to end
+def test_one_seed_one_rate_is_todays_run(task, tmp_path):
+    """Without --seeds and with one --lr the output is today's (no sub-folders); a sweep of that
+    one seed and rate writes exactly that results.json (timings aside) into seed-42/, and keeps
+    the same weights at the top of its --out."""
+    plain, swept = tmp_path / "plain", tmp_path / "swept"
+    r = run_cli(*_classify(task, plain, "--lr", "1e-2"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert not any(p.is_dir() and p.name.startswith(("seed-", "lr-")) for p in plain.iterdir())
+    assert "sweep" not in _json(plain / "results.json")
+    r = run_cli(*_classify(task, swept, "--lr", "1e-2", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert (_timeless(_json(swept / "seed-42" / "results.json"), swept / "seed-42")
+            == _timeless(_json(plain / "results.json"), plain))
+    summary = _json(swept / "results.json")["sweep"]
+    entry = summary["tasks"]["classify"]
+    assert summary["seeds"] == [42] and summary["learning_rates"] == [1e-2] and summary["statistic"] == "median"
+    assert entry["kept"]["dir"] == "seed-42" and entry["runs"][0]["status"] == "ok"
+    assert (swept / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
+
+
+def test_killed_sweep_resumes_with_the_uninterrupted_figures(task, tmp_path):
+    """2 rates x 2 seeds: killed (SIGTERM) before its third run, then --resume: the two finished
+    runs are not run again (their files untouched), an interrupted run's folder (results.json
+    with `interrupted`) starts again, and every figure equals an uninterrupted sweep's. Weights
+    stay only with each rate's best run; the top of --out holds the chosen rate's best."""
+    grid = ("--lr", "1e-3,1e-2", "--seeds", "2")
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    r = run_cli(*_classify(task, full, *grid), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    proc = popen_cli(*_classify(task, cut, *grid), cwd=tmp_path, pause="sweep-classify-run-3", env=ONE_THREAD)
+    wait_paused(proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert finish(proc).rc != 0
+    first = cut / "lr-0.001" / "seed-42" / "results.json"
+    before = {p: p.stat().st_mtime_ns for p in (first, cut / "lr-0.001" / "seed-43" / "results.json")}
+    assert not (cut / "lr-0.01").exists() and not (cut / "results.json").exists()
+    r = run_cli(*_classify(task, cut, *grid), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "already holds an earlier result")                 # without --resume: refused
+    r = run_cli(*_classify(task, cut, *grid, "--resume"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert r.output.count("finished earlier, kept") == 2
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    a, b = _json(full / "results.json")["sweep"], _json(cut / "results.json")["sweep"]
+    assert a["threads"] == b["threads"] == 1
+    assert a == b
+    for run in a["tasks"]["classify"]["runs"]:
+        assert (_timeless(_json(full / run["dir"] / "results.json"), full)
+                == _timeless(_json(cut / run["dir"] / "results.json"), cut))
+    entry = b["tasks"]["classify"]
+    assert entry["chosen_lr"] == 1e-2 and entry["by_lr"]["0.001"]["failed"]["chance"] == 2
+    with_weights = sorted(run["dir"] for run in entry["runs"] if (cut / run["dir"] / "model.safetensors").exists())
+    assert with_weights == [entry["kept"]["dir"]]            # the 1e-3 runs are at chance: no best, no weights
+    assert (cut / "model.safetensors").read_bytes() == (cut / entry["kept"]["dir"] / "model.safetensors").read_bytes()
+
+    # a run whose results.json says it was interrupted is run again from its start
+    last = cut / "lr-0.01" / "seed-43" / "results.json"
+    marked = {**_json(last), "interrupted": {"signal": "SIGTERM", "step": 5, "total_steps": 24}}
+    last.write_text(json.dumps(marked))
+    r = run_cli(*_classify(task, cut, *grid, "--resume"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0 and r.output.count("finished earlier, kept") == 3, r.output
+    assert "interrupted" not in _json(last)
+    assert _json(cut / "results.json")["sweep"] == a
+
+
+def test_diverged_run_is_counted_and_the_sweep_goes_on(task, tmp_path):
+    """lr 1e30 diverges (Diverged after 20 non-finite steps): its run is recorded as diverged, 1 of
+    1, and cannot be chosen; the next rate runs and is chosen."""
+    out = tmp_path / "o"
+    r = run_cli(*_classify(task, out, "--lr", "1e30,1e-2", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert "counted as diverged, the sweep goes on" in r.output
+    entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
+    assert entry["by_lr"]["1e+30"]["failed"] == {"diverged": 1, "chance": 0}
+    assert entry["runs"][0]["status"] == "diverged" and entry["runs"][0]["score"] is None
+    assert entry["chosen_lr"] == 1e-2 and entry["kept"]["dir"] == "lr-0.01/seed-42"
+    assert "diverged" in _json(out / "lr-1e+30" / "seed-42" / "results.json")
+
+    # --force replaces that sweep by another (only what bertcli's markers list goes)
+    (out / "notes.txt").write_text("mine")
+    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "already holds an earlier result")
+    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1", "--force"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "notes.txt", "results.json", "seed-42", "sweep.json"]
+    entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
+    assert entry["chosen_lr"] is None and entry["kept"] is None and entry["runs"][0]["status"] == "diverged"
+
+
+def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):
+    """`distill` gains --lr, --epochs, --seed ... and sweeps seeds like every fine-tuning command."""
+    teacher = tmp_path / "teacher"
+    r = run_cli(*_classify(task, teacher, "--lr", "1e-2"), cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    out = tmp_path / "student"
+    r = run_cli("distill", "-c", teacher, "--task", "classify", "--train", task / "train.csv", "--dev", task / "dev.csv",
+                "-o", out, "--layers", "1", "--epochs", "2", "--max-seq-length", "16", "--lr", "3e-3", "--seeds", "5,9",
+                cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    summary = _json(out / "results.json")["sweep"]
+    assert summary["command"] == "distill" and summary["seeds"] == [5, 9]
+    for run in summary["tasks"]["classify"]["runs"]:
+        res = _json(out / run["dir"] / "results.json")
+        assert res["seed"] == run["seed"] and res["hyperparameters"]["epochs"] == 2 and "distill" in res
+        assert res["hyperparameters"]["learning_rate"] == 3e-3
