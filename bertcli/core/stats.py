@@ -97,3 +97,17 @@ def _beta_fraction(x: float, a: float, b: float, tolerance: float = 1e-15, max_t
         if abs(c * d - 1.0) < tolerance:
             return result
     return result
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given. With the m p-values sorted
+    ascending, the i-th (i from 1) becomes (m - i + 1) p_(i), kept non-decreasing along that
+    order and at most 1: rejecting where the adjusted p < alpha holds the family-wise error rate
+    at alpha, whatever the dependence between the tests."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adjusted = [0.0] * len(ps)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * float(ps[i])))
+        adjusted[i] = running
+    return adjusted
