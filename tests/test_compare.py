@@ -66,6 +66,18 @@ def test_welch_equals_scipy_at_the_edges(a, b):
     assert ours.p == pytest.approx(float(ref.pvalue), rel=REL, abs=1e-300)
 
 
+@pytest.mark.parametrize("scale", [1e-150, 1e150])
+def test_welch_does_not_depend_on_the_unit(scale):
+    """Rescaling every figure changes neither t, df nor p, even where the squared variances
+    underflow (at 1e-150 scipy's df collapses to 1; bertcli's stays 2.88)."""
+    a, b = [1.0, 2.0, 3.0], [0.0, 1.0]
+    ref, scaled = welch(a, b), welch([x * scale for x in a], [x * scale for x in b])
+    assert scaled.t == pytest.approx(ref.t, rel=1e-12)
+    assert scaled.df == pytest.approx(ref.df, rel=1e-12)
+    assert scaled.p == pytest.approx(ref.p, rel=1e-12)
+    assert ref.df == pytest.approx(float(sps.ttest_ind(a, b, equal_var=False).df), rel=REL)
+
+
 @pytest.mark.parametrize("a,b,reason", [
     ([0.8], [0.7, 0.71], "n = 1 and 2"),
     ([0.8, 0.81], [], "n = 2 and 0"),

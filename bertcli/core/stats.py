@@ -52,7 +52,10 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch:
         return Welch(diff, reason="no variance in either arm (every run gave the same figure)")
     assert diff is not None
     t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    # Welch-Satterthwaite (va + vb)^2 / (va^2 / (na - 1) + vb^2 / (nb - 1)), written with each
+    # arm's share of the variance so that squaring tiny variances cannot underflow to 0 / 0
+    wa, wb = va / (va + vb), vb / (va + vb)
+    df = 1.0 / (wa ** 2 / (len(a) - 1) + wb ** 2 / (len(b) - 1))
     return Welch(diff, t=t, df=df, p=t_two_sided_p(t, df))
 
 
