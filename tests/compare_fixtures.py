@@ -37,9 +37,11 @@ def write_sweep(out: Path, checkpoint: str, tasks: dict[str, dict[float, list]],
                                 "dev": {s: {m: summarize([r["dev"][s][m] for r in ok]) for m in (metric, second)}
                                         for s in splits}, "test": {}}
         lr = (chosen or {}).get(task, next(iter(lrs)))
-        kept = next(r for r in runs if r["lr"] == lr)
+        if not any(r["status"] == "ok" for r in runs):
+            lr = None                                      # every run failed: no rate can be chosen
+        kept = next((r for r in runs if r["lr"] == lr and r["status"] == "ok"), None)
         block[task] = {"score": metric, "runs": runs, "by_lr": by_lr, "chosen_lr": lr,
-                       "kept": {k: kept[k] for k in ("lr", "seed", "dir")}, "from_mnli": task in from_mnli}
+                       "kept": kept and {k: kept[k] for k in ("lr", "seed", "dir")}, "from_mnli": task in from_mnli}
     sweep = {"version": 1, "command": command, "checkpoint": checkpoint, "seeds": seeds,
              "learning_rates": list(next(iter(tasks.values()))), "threads": 1, "statistic": "median", "tasks": block}
     if glue is not None:

@@ -217,6 +217,17 @@ def test_failed_runs_are_left_out_and_counted(tmp_path):
     assert "0.5100 (sd 0.0141, n 2 of 4; 0.5000-0.5200)" in run_cli("compare", a, b).stdout
 
 
+def test_a_task_where_every_run_failed_has_no_figure_and_no_test(tmp_path):
+    a = write_sweep(tmp_path / "a", "ckpt/a", {"cola": {1e-4: [None, ("chance", 0.0)], 1e-3: [None, None]}},
+                    metric="matthews")
+    b = write_sweep(tmp_path / "b", "ckpt/b", {"cola": {1e-5: [0.40, 0.43]}}, metric="matthews")
+    task = compare_json(a, b)["tasks"][0]
+    cell = task["rows"][0]["cells"]["a"]
+    assert (cell["lr"], cell["n"], cell["runs"], cell["failed"]) == (None, 0, 4, {"diverged": 3, "chance": 1})
+    assert task["pairs"][0]["p"] is None and "n = 0 and 2" in task["pairs"][0]["reason"]
+    assert "no run finished ok (diverged 3, chance 1)" in run_cli("compare", a, b).stdout
+
+
 def test_single_runs_are_shown_but_not_testable(tmp_path):
     a = write_single(tmp_path / "a", "ckpt/a", "classify", 0.81)
     b = write_sweep(tmp_path / "b", "ckpt/b", {"classify": {5e-5: [0.8, 0.82, 0.83]}})

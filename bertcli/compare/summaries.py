@@ -131,12 +131,16 @@ def _sweep_task(t: dict, where: str) -> TaskRuns:
         if status not in STATUSES:
             raise UserError(f"run status {status!r} is not one of {', '.join(STATUSES)}", where=f"{at}.status",
                             fix=FIX_DAMAGED)
-        if _number(r, "lr", at) == chosen:
+        # no rate chosen: every run failed, and all of them are counted
+        if chosen is None or _number(r, "lr", at) == chosen:
             runs.append((status, r, at))
-    if chosen is not None and not runs:
-        raise UserError(f"the chosen learning rate {chosen:g} has no run in the summary", where=f"{where}.chosen_lr",
-                        fix=FIX_DAMAGED)
     ok = [(r, at) for status, r, at in runs if status == "ok"]
+    if chosen is not None and not ok:
+        raise UserError(f"the chosen learning rate {chosen:g} has no run that finished ok", where=f"{where}.chosen_lr",
+                        fix=FIX_DAMAGED)
+    if chosen is None and ok:
+        raise UserError("no learning rate is chosen, yet some runs finished ok", where=f"{where}.chosen_lr",
+                        fix=FIX_DAMAGED)
     return TaskRuns(_get(t, "score", str, where), chosen, len(runs),
                     {s: sum(status == s for status, _, _ in runs) for s in STATUSES[1:]},
                     [_number(r, "score", at) for r, at in ok], _dev_figures(ok),
