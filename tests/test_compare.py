@@ -268,6 +268,8 @@ def test_same_checkpoint_names_are_told_apart_by_directory(tmp_path):
     a = write_sweep(tmp_path / "r1", "one/ckpt", {"t": {1e-5: [0.1, 0.2]}})
     b = write_sweep(tmp_path / "r2", "two/ckpt", {"t": {1e-5: [0.1, 0.3]}})
     assert [c["name"] for c in compare_json(a, b)["columns"]] == [f"ckpt ({a})", f"ckpt ({b})"]
+    c = write_sweep(tmp_path / "r3", "runs/tweets/final", {"t": {1e-5: [0.1, 0.3]}})   # a pretraining run's final
+    assert [c["name"] for c in compare_json(a, c)["columns"]] == ["ckpt", "tweets-final"]
 
 
 # --------------------------------------------------------------------------------- mistakes

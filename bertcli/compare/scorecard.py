@@ -21,6 +21,7 @@ from typing import Any
 
 from bertcli.compare.summaries import Summary, TaskRuns
 from bertcli.core.errors import UserError
+from bertcli.core.paths import checkpoint_name
 from bertcli.core.stats import holm, summarize, welch
 
 ALPHA = 0.05
@@ -30,9 +31,9 @@ SCOPE = ("A difference here holds for these checkpoints; it says nothing about t
 
 
 def names(summaries: list[Summary]) -> list[str]:
-    """A column name per run: its checkpoint's folder name, with the run directory where two
-    would read alike."""
-    base = [Path(s.checkpoint).name or s.checkpoint for s in summaries]
+    """A column name per run: its checkpoint's folder name (`<run>-final` for a pretraining run's
+    final), with the run directory where two would read alike."""
+    base = [checkpoint_name(Path(s.checkpoint)) or s.checkpoint for s in summaries]
     return [b if base.count(b) == 1 else f"{b} ({s.directory})" for b, s in zip(base, summaries)]
 
 
