@@ -416,6 +416,25 @@ def evaluate_embed(
 
 
 @app.command()
+def compare(
+    run_dirs: list[Path] = typer.Argument(..., help="Two or more fine-tuning --out folders (sweeps: finetune ... --seeds N)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print GitHub markdown tables (to paste into a paper or README)."),
+    as_json: bool = typer.Option(False, "--json", help="Print everything as JSON instead of a table."),
+    no_correction: bool = typer.Option(False, "--no-correction",
+                                       help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
+) -> None:
+    """A scorecard across checkpoints: each task's median over seeds with its spread, and each pair tested (Welch)."""
+    from bertcli.compare.render import render
+    from bertcli.compare.scorecard import scorecard
+    from bertcli.compare.summaries import read_runs
+
+    if markdown and as_json:
+        raise UserError("--markdown and --json both given", fix="choose one output format")
+    render(scorecard(read_runs(run_dirs), correct=not no_correction),
+           "json" if as_json else "markdown" if markdown else "table")
+
+
+@app.command()
 def embed(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
                                     help="A bertcli, transformers or sentence-transformers checkpoint directory."),

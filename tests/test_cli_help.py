@@ -80,7 +80,7 @@ def test_wrong_values_have_a_fix_line(tmp_path, value, needles):
 
 
 @pytest.mark.parametrize("env", [PIPE, TERMINAL], ids=["pipe", "terminal"])
-@pytest.mark.parametrize("command", [[], ["pretrain"], ["predict"], ["finetune", "classify"], ["explain"]])
+@pytest.mark.parametrize("command", [[], ["pretrain"], ["predict"], ["finetune", "classify"], ["explain"], ["compare"]])
 def test_help_shows_no_type_noise(env, command):
     r = run_cli(*command, "--help", env=env)
     assert r.rc == 0, r.output

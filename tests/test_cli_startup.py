@@ -1,4 +1,4 @@
-"""Startup: `recipes`, `explain`, `info`, `--help` and the input-error paths import no torch,
+"""Startup: `recipes`, `explain`, `info`, `compare`, `--help` and the input-error paths import no torch,
 transformers or datasets (read from `python -X importtime` of the real command), and `info`
 describes every shipped recipe as shipped (the corpus is needed to build, not to describe)."""
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from compare_fixtures import write_sweep
 from conftest import ONE_THREAD, _env
 
 from bertcli.config.recipe import shipped_recipes
@@ -48,6 +49,17 @@ def test_info_says_why_stages_are_not_known_for_a_recipe_without_corpus(tmp_path
     assert "#   stages  not known yet: corpus.sources is empty" in out
 
 
+def test_compare_imports_no_torch_numpy_or_scipy(tmp_path):
+    """compare computes its own t distribution: scipy is a test dependency only."""
+    a = write_sweep(tmp_path / "a", "ckpt/a", {"rte": {2e-5: [0.61, 0.66, 0.64]}})
+    b = write_sweep(tmp_path / "b", "ckpt/b", {"rte": {2e-5: [0.70, 0.69, 0.73]}})
+    for fmt in ([], ["--json"]):
+        rc, out, err, modules = importing("compare", str(a), str(b), *fmt, cwd=tmp_path)
+        assert rc == 0, err
+        assert "rte" in out
+        assert not modules & {*HEAVY, "numpy", "scipy"}, sorted(modules & {*HEAVY, "numpy", "scipy"})
+
+
 @pytest.mark.parametrize("args", [
     ["recipes"], ["explain"], ["explain", "finetune"], ["--help"], ["pretrain", "--help"],
     ["finetune", "classify", "--help"],
@@ -75,6 +87,8 @@ def test_describing_commands_import_no_heavy_module(args, tmp_path):
     (["evaluate", "-c", "nowhere", "--corpus", "x.txt"], "does not exist"),
     (["evaluate", "-c", "ckpt", "--corpus", "x.txt"], "--corpus x.txt does not exist"),
     (["explain", "nosuch"], "unknown section"),
+    (["compare", "nowhere", "ckpt"], "does not exist"),
+    (["compare", "ckpt", "."], "no results.json in"),
 ])
 def test_input_errors_import_no_heavy_module(args, needle, tmp_path):
     ckpt = tmp_path / "ckpt"            # a checkpoint directory as far as the first checks read it

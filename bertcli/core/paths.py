@@ -147,12 +147,17 @@ def saving(path: Path | str, what: str, needed: int | None = None) -> Iterator[N
 
 
 def default_out(checkpoint: Path, kind: str) -> Path:
-    """runs/<kind>/<checkpoint name>; `final` and `step-N` are named with their run too."""
-    path = Path(checkpoint).resolve()
+    """runs/<kind>/<checkpoint name>."""
+    return Path("runs") / kind / checkpoint_name(Path(checkpoint).resolve())
+
+
+def checkpoint_name(path: Path) -> str:
+    """A checkpoint's folder name; `final` and `step-N` are named with their run too (every
+    pretraining run has a `final`), as `<run>-final`."""
     name = path.name
-    if name == "final" or name.startswith("step"):
+    if (name == "final" or name.startswith("step")) and path.parent.name:
         name = f"{path.parent.name}-{name}"
-    return Path("runs") / kind / name
+    return name
 
 
 # ---------------------------------------------------------------------------- checkpoints (-c)

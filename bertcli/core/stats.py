@@ -52,7 +52,10 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch:
         return Welch(diff, reason="no variance in either arm (every run gave the same figure)")
     assert diff is not None
     t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    # Welch-Satterthwaite (va + vb)^2 / (va^2 / (na - 1) + vb^2 / (nb - 1)), written with each
+    # arm's share of the variance so that squaring tiny variances cannot underflow to 0 / 0
+    wa, wb = va / (va + vb), vb / (va + vb)
+    df = 1.0 / (wa ** 2 / (len(a) - 1) + wb ** 2 / (len(b) - 1))
     return Welch(diff, t=t, df=df, p=t_two_sided_p(t, df))
 
 
@@ -97,3 +100,17 @@ def _beta_fraction(x: float, a: float, b: float, tolerance: float = 1e-15, max_t
         if abs(c * d - 1.0) < tolerance:
             return result
     return result
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given. With the m p-values sorted
+    ascending, the i-th (i from 1) becomes (m - i + 1) p_(i), kept non-decreasing along that
+    order and at most 1: rejecting where the adjusted p < alpha holds the family-wise error rate
+    at alpha, whatever the dependence between the tests."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adjusted = [0.0] * len(ps)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * float(ps[i])))
+        adjusted[i] = running
+    return adjusted
