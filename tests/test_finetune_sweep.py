@@ -269,3 +269,34 @@ def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):
         res = _json(out / run["dir"] / "results.json")
         assert res["seed"] == run["seed"] and res["hyperparameters"]["epochs"] == 2 and "distill" in res
         assert res["hyperparameters"]["learning_rate"] == 3e-3
+
+
+def test_compare_reads_two_real_sweeps(task, tmp_path):
+    """The contract between the two halves of judging an encoder: `bertcli compare` reads what
+    the sweep wrote (not a hand-made summary), and its cells and test are those of the chosen
+    rate's per-seed scores: the median, and Welch's t-test equal to scipy's."""
+    from scipy import stats as sps
+
+    outs = [tmp_path / "three", tmp_path / "one"]
+    for out, epochs in zip(outs, ("3", "1")):
+        r = run_cli(*_classify(task, out, "--lr", "1e-2", "--seeds", "3", "--epochs", epochs), cwd=tmp_path, env=ONE_THREAD)
+        assert r.rc == 0, r.output
+    r = run_cli("compare", *outs, "--json", cwd=tmp_path)
+    assert r.rc == 0, r.output
+    card = json.loads(r.stdout)["compare"]
+    scores = []
+    for out in outs:
+        entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
+        scores.append([run["score"] for run in entry["runs"] if run["status"] == "ok"])
+    assert [len(s) for s in scores] == [3, 3]
+    (task_card,) = card["tasks"]
+    names = [c["name"] for c in card["columns"]]
+    score_row = task_card["rows"][0]
+    for name, values in zip(names, scores):
+        assert score_row["cells"][name]["median"] == pytest.approx(statistics.median(values))
+    (pair,) = task_card["pairs"]
+    if statistics.pvariance(scores[0]) + statistics.pvariance(scores[1]) == 0:
+        assert pair["p"] is None and "variance" in pair["reason"]
+    else:
+        ref = sps.ttest_ind(scores[0], scores[1], equal_var=False)
+        assert pair["p"] == pytest.approx(float(ref.pvalue), rel=1e-9)
