@@ -395,7 +395,7 @@ MAIN = {"classify": "accuracy", "ner": "f1", "squad": "f1", "sentiment": "macro_
 # The real sets (scripts/bench_real_data.py) and the head each is fine-tuned with.
 HEAD = {"sentiment": "classify", "twitter_ner": "ner"}
 # One thread of a 2-core machine loaded by others (load average 7-8 on 2026-12-03): a run of 20
-# steps of 16 tweets took 105-170 s, a SQuAD run (16 contexts, 48 steps of 8 windows) 250-400 s,
+# steps of 16 tweets took 105-170 s, a SQuAD run (16 contexts, 51 steps of 8 windows) 250-400 s,
 # the reference's runs 40-60 s longer than bertcli's. 20 steps per real set (lr 2e-4 for NER) are
 # what 5 seeds x 2 arms fit in about an hour; they are too few for Twitter NER, where both arms
 # stay at F1 0 (the issue's ~25 F1 took 360 steps). Length 64 covers tweets (median 16 words).
