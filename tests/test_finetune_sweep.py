@@ -277,9 +277,9 @@ def test_compare_reads_two_real_sweeps(task, tmp_path):
     rate's per-seed scores: the median, and Welch's t-test equal to scipy's."""
     from scipy import stats as sps
 
-    outs = [tmp_path / "three", tmp_path / "one"]
-    for out, epochs in zip(outs, ("3", "1")):
-        r = run_cli(*_classify(task, out, "--lr", "1e-2", "--seeds", "3", "--epochs", epochs), cwd=tmp_path, env=ONE_THREAD)
+    outs = [tmp_path / "first", tmp_path / "other"]
+    for out, seeds in zip(outs, ("3", "7,8,9")):        # the same checkpoint: other seeds stand in for another one
+        r = run_cli(*_classify(task, out, "--lr", "1e-2", "--seeds", seeds), cwd=tmp_path, env=ONE_THREAD)
         assert r.rc == 0, r.output
     r = run_cli("compare", *outs, "--json", cwd=tmp_path)
     assert r.rc == 0, r.output
@@ -288,7 +288,7 @@ def test_compare_reads_two_real_sweeps(task, tmp_path):
     for out in outs:
         entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
         scores.append([run["score"] for run in entry["runs"] if run["status"] == "ok"])
-    assert [len(s) for s in scores] == [3, 3]
+    assert min(len(s) for s in scores) >= 2           # a run at chance is left out by both, and counted
     (task_card,) = card["tasks"]
     names = [c["name"] for c in card["columns"]]
     score_row = task_card["rows"][0]
