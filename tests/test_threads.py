@@ -1,5 +1,6 @@
-"""Intra-op threads: `threads: auto` takes the cores other processes leave free (a simulated reading;
-the reading itself is tests/test_cpu_demand.py's), an explicit count or OMP_NUM_THREADS overrides it, every pretraining checkpoint records the count,
+"""Intra-op threads: `threads: auto` takes the cores other processes leave free (a simulated
+reading here; the reading itself is tests/test_cpu_demand.py's), an explicit count or
+OMP_NUM_THREADS overrides it without sampling, every pretraining checkpoint records the count,
 and `--resume` uses the recorded count, so a resumed run is bitwise the uninterrupted one even
 when the machine's load would make auto choose otherwise; a different explicit count is said."""
 
