@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -210,57 +210,57 @@ def rise(base: float, k: int) -> float:
     return min(float(len(CPUS)), base + k) - base
 
 
+def first_agreeing_try(k: int, measure: Callable[[], tuple[float, ...]], agrees: Callable[..., bool],
+                       what: str) -> None:
+    """Up to ATTEMPTS tries of `measure` (the baseline first, then readings around k busy
+    children); passes at the first informative try whose readings `agrees` holds, skips when no
+    try was informative (the CPUs were full), else fails listing every try."""
+    tries = []
+    for _ in range(ATTEMPTS):
+        readings = measure()
+        tries.append(tuple(round(x, 2) for x in readings))
+        if rise(readings[0], k) >= 0.5 and agrees(*readings):
+            return
+    if not any(rise(t[0], k) >= 0.5 for t in tries):
+        pytest.skip(f"the CPUs were full in all {ATTEMPTS} tries ({what}): {tries}")
+    pytest.fail(f"no try of {ATTEMPTS} agreed within {TOL} cores ({what}): {tries}")
+
+
 @live
 @pytest.mark.parametrize("k", [1, 2])
 def test_the_reading_rises_by_the_busy_children_running_now(stand_in, k):
-    tries = []
-    for _ in range(ATTEMPTS):
+    """k busy children raise the reading by min(CPUs, baseline + k) - baseline."""
+    def measure():
         base = reading(stand_in)
         with spinning(k):
-            during = reading(stand_in)
-        tries.append((round(base, 2), round(during, 2)))
-        if rise(base, k) >= 0.5 and abs(during - base - rise(base, k)) <= TOL:
-            return
-    informative = [t for t in tries if rise(t[0], k) >= 0.5]
-    if not informative:
-        pytest.skip(f"the CPUs were full in all {ATTEMPTS} tries (baseline, during): {tries}")
-    pytest.fail(f"{k} busy children did not raise the reading by min(CPUs, baseline + {k}) - baseline "
-                f"+-{TOL} in any of {ATTEMPTS} tries (baseline, during): {tries}")
+            return base, reading(stand_in)
+
+    first_agreeing_try(k, measure, lambda base, during: abs(during - base - rise(base, k)) <= TOL,
+                       "baseline, during")
 
 
 @live
 def test_the_reading_returns_to_its_baseline_right_after_a_busy_child_ended(stand_in):
     """The child is seen while it runs and not once it has ended (the load average would still
     count it for about a minute)."""
-    tries = []
-    for _ in range(ATTEMPTS):
+    def measure():
         base = reading(stand_in)
         with spinning(1):
             during = reading(stand_in)
-        after = reading(stand_in)                      # the child was killed and reaped just before
-        tries.append((round(base, 2), round(during, 2), round(after, 2)))
-        if rise(base, 1) >= 0.5 and abs(during - base - rise(base, 1)) <= TOL and abs(after - base) <= TOL:
-            return
-    if not [t for t in tries if rise(t[0], 1) >= 0.5]:
-        pytest.skip(f"the CPUs were full in all {ATTEMPTS} tries (baseline, during, after): {tries}")
-    pytest.fail(f"no try saw the child while it ran and the baseline (+-{TOL}) right after it ended "
-                f"(baseline, during, after): {tries}")
+        return base, during, reading(stand_in)        # the child was killed and reaped just before
+
+    first_agreeing_try(1, measure, lambda base, during, after: abs(during - base - rise(base, 1)) <= TOL
+                       and abs(after - base) <= TOL, "baseline, during, after")
 
 
 @live
 def test_our_own_busy_children_are_not_other_demand(stand_in):
     """The same busy child is other demand to a process that is not its ancestor, and none to
     this one (its parent): bertcli's own tree never counts against itself."""
-    tries = []
-    for _ in range(ATTEMPTS):
+    def measure():
         base = reading(stand_in)
         with spinning(1):
-            theirs = reading(stand_in)
-            ours = reading(os.getpid())
-        tries.append((round(base, 2), round(theirs, 2), round(ours, 2)))
-        if rise(base, 1) >= 0.5 and abs(theirs - base - rise(base, 1)) <= TOL and abs(ours - base) <= TOL:
-            return
-    if not [t for t in tries if rise(t[0], 1) >= 0.5]:
-        pytest.skip(f"the CPUs were full in all {ATTEMPTS} tries (baseline, as other, as ours): {tries}")
-    pytest.fail(f"no try counted the child as other demand and not as ours (+-{TOL}) "
-                f"(baseline, as other, as ours): {tries}")
+            return base, reading(stand_in), reading(os.getpid())
+
+    first_agreeing_try(1, measure, lambda base, theirs, ours: abs(theirs - base - rise(base, 1)) <= TOL
+                       and abs(ours - base) <= TOL, "baseline, as other, as ours")
