@@ -73,11 +73,24 @@ def fake_tree(proc: Path, scale: int = 1) -> None:
     write(proc / "self" / "cgroup", "0::/\n")
 
 
-def test_tree_ticks_sums_the_root_and_its_descendants(tmp_path):
+def list_children(proc: Path) -> None:
+    """The kernel's children lists (CONFIG_PROC_CHILDREN) for fake_tree, per thread: 11 has two
+    threads, and its child 12 was started by the second."""
+    for pid, tid, kids in ((1, 1, "10 20"), (10, 10, "11"), (11, 11, ""), (11, 13, "12"), (12, 12, ""), (20, 20, "")):
+        write(proc / str(pid) / "task" / str(tid) / "children", kids)
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["every process's parent", "children lists"])
+def test_tree_ticks_sums_the_root_and_its_descendants(tmp_path, listed):
     fake_tree(tmp_path)
+    if listed:
+        list_children(tmp_path)
+        (tmp_path / "20" / "stat").write_text(proc_stat(20, "other", 10, 1000, 0))   # a parent the lists contradict
     assert cpu_demand.tree_ticks(10, tmp_path) == (3 + 1 + 2) + 5 + (7 + 1)
     assert cpu_demand.tree_ticks(11, tmp_path) == 5 + 8
     assert cpu_demand.tree_ticks(20, tmp_path) == 1000
+    if listed:                                         # the lists were read, not the parents in stat
+        assert cpu_demand.tree_ticks(10, tmp_path) == 19
     assert cpu_demand.tree_ticks(4242, tmp_path) == 0          # gone: nothing of ours to take off
 
 

@@ -59,22 +59,64 @@ def _stat_fields(text: str) -> list[str]:
     return text[text.rindex(")") + 2:].split()
 
 
+def _ticks(stat_text: str) -> int:
+    """utime + stime + cutime + cstime of one /proc/PID/stat."""
+    return sum(int(x) for x in _stat_fields(stat_text)[11:15])
+
+
+def _children_listed(root: int, proc: Path) -> set[int] | None:
+    """`root` and its descendants from /proc/PID/task/TID/children, which lists each thread's
+    children; None where the kernel has no such files (CONFIG_PROC_CHILDREN off) or `root` has
+    no task folder to read them from."""
+    try:
+        first = next(iter((proc / str(root) / "task").iterdir()))
+    except (OSError, StopIteration):
+        return None
+    if not (first / "children").exists():
+        return None
+    ours, todo = {root}, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = list((proc / str(pid) / "task").iterdir())
+        except OSError:
+            continue                               # ended meanwhile
+        for task in tasks:
+            try:
+                kids = {int(x) for x in (task / "children").read_text().split()}
+            except (OSError, ValueError):
+                continue
+            todo += kids - ours
+            ours |= kids
+    return ours
+
+
 def tree_ticks(root: int, proc: Path = PROC) -> int:
     """CPU time of process `root` and every live descendant, in clock ticks: user and system time
     of all their threads, and of the children each has reaped (so that a child that ends inside
-    the window keeps counting as ours). Processes that vanish while /proc is read are skipped."""
+    the window keeps counting as ours). The tree comes from the kernel's children lists, else from
+    every process's parent in /proc (a few ms per hundred processes). Processes that vanish while
+    /proc is read are skipped."""
+    listed = _children_listed(root, proc)
+    if listed is not None:
+        total = 0
+        for pid in listed:
+            try:
+                total += _ticks((proc / str(pid) / "stat").read_text())
+            except (OSError, ValueError):
+                continue
+        return total
     parent: dict[int, int] = {}
     ticks: dict[int, int] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = _stat_fields((entry / "stat").read_text())
-        except (OSError, ValueError):
+            text = (entry / "stat").read_text()
+            pid, ppid, own = int(entry.name), int(_stat_fields(text)[1]), _ticks(text)
+        except (OSError, ValueError, IndexError):
             continue
-        pid = int(entry.name)
-        parent[pid] = int(fields[1])
-        ticks[pid] = sum(int(x) for x in fields[11:15])
+        parent[pid], ticks[pid] = ppid, own
     ours = {root}
     grew = True
     while grew:                                   # descendants: children of ours until none is new
