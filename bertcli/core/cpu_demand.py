@@ -8,7 +8,7 @@ cpuset keeps us off included); they integrate every tick of every CPU over the w
 run queue gives a few snapshots, one of them always the reader itself; and our own process
 tree's share is taken off in the same unit (its CPU time in /proc/PID/stat). Busy time reads at
 most the CPUs, where the run queue would read 4 for four jobs on two: auto gives one thread
-either way, so the cap loses nothing it needs. The 1-minute load average, the reading before
+either way, so that ceiling loses nothing it needs. The 1-minute load average, the reading before
 this one, trails by about a minute: it still counts a job that ended just before the run.
 
 Every reader takes the /proc and cgroup roots as arguments, so that tests feed it files of their
