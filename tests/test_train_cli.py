@@ -109,7 +109,7 @@ def test_bert_pretrain_nsp_runs_all_stages_and_learns(bert_run):
 def test_validation_accuracy_beats_the_most_frequent_token_baseline(bert_run):
     """40 steps predict the masked words far better than always guessing the validation set's
     most frequent masked token (about 2x here; the quickstart's numbers on real text are in
-    README.md, "metrics.jsonl")."""
+    README.md's quickstart summary)."""
     out, res = bert_run
     final = read_metrics(out / "metrics.jsonl")[-1]
     assert final["val_mlm_acc"] > final["val_mlm_majority_acc"] + 0.05, final

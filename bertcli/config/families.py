@@ -2,7 +2,7 @@
 
 One frozen `FamilySpec` per family, in `FAMILIES`. The encoder, heads, checkpoint conversion,
 recipe resolution and tokenizer read the spec's flags and tables; nothing outside this module
-compares family names. Adding a family = one spec here + its recipes + one test case.
+compares family names. Adding a family: docs/design.md, "Adding a model family".
 
 This module is pure data (no torch, no other bertcli import), so `sections.py` can take the
 family names from it and the tokenizer its special tokens.

@@ -2,9 +2,9 @@
 
 A task folder (classification/, tagging/, qa/, ...) that has a `command.py` with a `COMMANDS`
 list is a fine-tuning command: the CLI (`bertcli finetune NAME`) and the Python API
-(`bertcli.finetune(NAME, checkpoint, ...)`) find it here, so adding a task touches its folder and
-its recipe block, not the CLI or the API. A command module stays light (typer and the option
-factories; the task's torch code is imported inside `run`), so `bertcli --help` stays fast.
+(`bertcli.finetune(NAME, checkpoint, ...)`) find it here. A command module stays light (typer and
+the option factories; the task's torch code is imported inside `run`), so `bertcli --help` stays
+fast. Adding a task: docs/design.md, "Adding a fine-tuning task".
 
 What every command shares is added by the CLI around the task's own flags: --checkpoint,
 --recipe (default: the task's shipped recipe), --set, --out (default runs/<out_kind>/<checkpoint

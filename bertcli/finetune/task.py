@@ -48,13 +48,8 @@ CONTRACT (what `runner.finetune(task, recipe, checkpoint, out)` calls, in this o
     task.results() -> dict        extra task facts for results.json (label scheme, repairs ...)
     task.summary_title(results), task.summary_rows(results)   the table shown at the end
 
-Adding a task with an existing head touches four files, none of them shared machinery: its
-folder (a Task subclass and a `run_<task>` calling `runner.finetune`), its block in
-`FinetuneConfig` (`sections.py`: a dataclass inheriting the shared training keys from
-`TaskOverrides`, plus its own keys), its default recipe (`recipes/<task>.yaml`) and its command
-in `cli.py` (the options, then `run_<task>`). The engine, the runner and this file stay as they
-are. `Task` gives defaults for the pieces most tasks share (a single dev split scores its mean
-metric; log line and summary x100).
+`Task` gives defaults for the pieces most tasks share (a single dev split scores its mean
+metric; log line and summary x100). Adding a task: docs/design.md, "Adding a fine-tuning task".
 """
 
 from __future__ import annotations
