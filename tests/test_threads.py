@@ -1,5 +1,6 @@
-"""Intra-op threads: `threads: auto` takes the cores other jobs leave free (simulated load), an
-explicit count or OMP_NUM_THREADS overrides it, every pretraining checkpoint records the count,
+"""Intra-op threads: `threads: auto` takes the cores other processes leave free (a simulated
+reading here; the reading itself is tests/test_cpu_demand.py's), an explicit count or
+OMP_NUM_THREADS overrides it without sampling, every pretraining checkpoint records the count,
 and `--resume` uses the recorded count, so a resumed run is bitwise the uninterrupted one even
 when the machine's load would make auto choose otherwise; a different explicit count is said."""
 
@@ -24,35 +25,55 @@ NO_THREAD_ENV = {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None}   # the threa
 
 @pytest.fixture
 def machine_at(monkeypatch):
-    """Simulate the machine: `machine_at(cores, load)`; load None: no load average (OSError)."""
+    """Simulate the machine: `machine_at(cpus, busy, cores=None)`, `busy` the cores other
+    processes hold (None: nothing could be read), `cores` the CPUs the cgroup's quota allows
+    (default: all); the 1-minute load average reads `busy` too, for the explicit counts' warning.
+    bertcli.core.cpu_demand's own tests read real and written /proc files."""
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
-    def at(cores: int, load: float | None):
-        monkeypatch.setattr(os, "cpu_count", lambda: cores)
-        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    def at(cpus: int, busy: float | None, cores: int | None = None):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+        shown = f"other demand {busy:.1f} cores over 100 ms" if busy is not None else "no CPU reading on this platform"
+        reading = machine.CpuReading(cpus, cores or cpus, busy, shown)
+        monkeypatch.setattr(machine, "read_cpus", lambda: reading)
+        monkeypatch.setattr(machine, "cpu_cores", lambda: cores or cpus)
 
         def getloadavg():
-            if load is None:
+            if busy is None:
                 raise OSError("no load average")
-            return (load, load, load)
+            return (busy, busy, busy)
 
         monkeypatch.setattr(os, "getloadavg", getloadavg)
 
     return at
 
 
-@pytest.mark.parametrize("cores,load,expected", [
-    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 7.9, 1),    # never below one
-    (16, 3.4, 13), (16, 3.6, 12), (8, -0.2, 8), (4, None, 4),            # capped at the cores; no loadavg: all
+@pytest.mark.parametrize("cpus,busy,cores,expected", [
+    (2, 0.0, None, 2), (2, 0.4, None, 2), (2, 0.6, None, 1), (2, 1.0, None, 1), (2, 2.0, None, 1),   # never below one
+    (16, 3.4, None, 13), (16, 3.6, None, 12), (4, None, None, 4),        # no reading: all the cores
+    (4, 0.0, 1, 1), (4, 1.0, 3, 3), (4, 2.0, 3, 2), (4, None, 2, 2),    # the cgroup's quota caps them
 ])
-def test_auto_takes_the_cores_the_load_leaves_free(machine_at, cores, load, expected):
-    machine_at(cores, load)
+def test_auto_takes_the_cores_other_processes_leave_free(machine_at, cpus, busy, cores, expected):
+    machine_at(cpus, busy, cores)
     choice = machine.choose_threads("auto", "train.threads")
     assert choice.count == expected and choice.source == "auto"
-    assert f"{cores} cores" in choice.why
-    if load is not None:
-        assert f"1-minute load {load:.1f}" in choice.why
+    assert f"{cores or cpus} core" in choice.why
+    if busy is not None:
+        assert f"other demand {busy:.1f} cores over 100 ms" in choice.why
     assert choice.note is None
+
+
+def test_an_explicit_count_is_not_sampled(machine_at, monkeypatch):
+    machine_at(2, 0.0)
+
+    def no_sampling():
+        raise AssertionError("sampled the CPUs for an explicit count")
+
+    monkeypatch.setattr(machine, "read_cpus", no_sampling)
+    assert machine.choose_threads(2, "train.threads").count == 2
+    assert machine.choose_threads("auto", "train.threads", recorded=1).count == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert machine.choose_threads("auto", "train.threads").count == 3
 
 
 def test_an_explicit_count_then_omp_num_threads_override_auto(machine_at, monkeypatch):
@@ -82,7 +103,7 @@ def test_resume_takes_the_recorded_count_and_says_when_an_explicit_one_differs(m
 
 
 def test_use_threads_sets_torch_and_logs_the_choice(machine_at, capsys):
-    machine_at(8, 5.2)
+    machine_at(8, 5.2)                                    # 8 - round(5.2) = 3
     before = torch.get_num_threads()
     try:
         assert machine.use_threads("auto", "finetune.threads", "cpu") == 3
@@ -90,7 +111,25 @@ def test_use_threads_sets_torch_and_logs_the_choice(machine_at, capsys):
     finally:
         torch.set_num_threads(before)
     err = capsys.readouterr().err
-    assert "threads: 3 (finetune.threads: auto, 8 cores, 1-minute load 5.2)" in err
+    assert "threads: 3 (finetune.threads: auto, 8 cores, other demand 5.2 cores over 100 ms)" in err
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="no /proc/stat: auto reads the load average")
+def test_auto_logs_a_sample_of_the_cpus_taken_now(monkeypatch, capsys):
+    """Unsimulated: the line names a 100 ms sample of other processes' demand, not the load average."""
+    import re
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        count = machine.use_threads("auto", "train.threads", "cpu")
+    finally:
+        torch.set_num_threads(before)
+    line = re.search(r"threads: (\d+) \(train\.threads: auto, (\d+) cores?(?: \(cgroup quota [\d.]+ of \d+ CPUs\))?, "
+                     r"other demand (\d+\.\d) cores over (\d+) ms\)", capsys.readouterr().err)
+    assert line, "no sampled threads line"
+    assert int(line[1]) == count and 1 <= count <= int(line[2]) == machine.cpu_cores()
+    assert 0.0 <= float(line[3]) <= len(machine.affinity_cpus()) and int(line[4]) >= 100
 
 
 def test_the_recipe_keys_are_checked():

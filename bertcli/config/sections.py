@@ -315,9 +315,10 @@ class TrainConfig:
     a modest gain (bert-tiny: ~3 min for +15%; a bert-base step is ~85% matrix products, which
     compiling leaves as they are), so set true only for long CPU runs (docs/benchmarks.md)."""
     threads: int | Literal["auto"] = num("auto", ge=1, hash=False)
-    """Intra-op CPU threads. `auto`: the cores other jobs leave free now, max(1, cores - round(1-minute
-    load)); OMP_NUM_THREADS in the environment overrides it. The count is recorded in every
-    checkpoint and `--resume` uses it, so a resumed run gives the same bits (docs/threads.md)."""
+    """Intra-op CPU threads. `auto`: the cores other jobs leave free now, max(1, cores - round(the
+    cores other processes use in a 100 ms sample)); OMP_NUM_THREADS in the environment overrides
+    it. The count is recorded in every checkpoint and `--resume` uses it, so a resumed run gives
+    the same bits (docs/threads.md)."""
     num_workers: int = num(1, ge=0, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
     log_every: int = nohash(10, ge=1)

@@ -3,16 +3,20 @@
 On a shared CPU torch's default (one thread per core) stalls at every OpenMP barrier while
 another process holds a core: a tiny model trained 5-40x slower with it than with one thread
 on a two-core machine that other jobs kept busy. So `threads: auto` (the default) takes the
-cores the machine has free now. The count changes the order of float reductions, so a run
+cores the machine has free now: the CPUs less what other processes use over a 100 ms sample
+(bertcli.core.cpu_demand), not the 1-minute load average, which still counts a job that ended a
+minute ago (issue 33: one thread on an idle machine, right after pip). The count changes the order of float reductions, so a run
 gives the same bits only at a fixed count: pretraining records it in every checkpoint and a
 resume uses the recorded count, whatever the load is then (bertcli.train.pipeline)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from bertcli.core import console
+from bertcli.core import console, cpu_demand
 from bertcli.core.errors import UserError
 
 
@@ -24,12 +28,29 @@ class ThreadChoice:
     note: str | None = None      # a warning to show with it (resume inexact, busy machine)
 
 
-def cpu_cores() -> int:
-    """The cores this process may run on (its affinity mask in a container or under taskset)."""
+@dataclass(frozen=True)
+class CpuReading:
+    """What `auto` decides from: the CPUs, the cores the cgroup's quota allows, and the cores
+    other processes hold now (None where nothing could be read)."""
+    cpus: int
+    cores: int                   # the CPUs, capped by the cgroup's CPU quota
+    busy: float | None
+    shown: str                   # the reading as the log line names it, e.g. "other demand 0.1 cores over 100 ms"
+    quota: float | None = None   # the cgroup's quota in cores, when it caps the CPUs
+
+
+def affinity_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity mask: taskset, a container's cpuset)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        return set(os.sched_getaffinity(0)) or {0}
     except (AttributeError, OSError):     # not on every platform
-        return max(1, os.cpu_count() or 1)
+        return set(range(max(1, os.cpu_count() or 1)))
+
+
+def cpu_cores() -> int:
+    """The cores this process may keep busy: its CPUs, capped by the cgroup's CPU quota."""
+    cpus = len(affinity_cpus())
+    return cpu_demand.quota_threads(cpu_demand.cgroup_cpu_limit(), cpus)
 
 
 def current_load() -> float | None:
@@ -40,11 +61,30 @@ def current_load() -> float | None:
         return None
 
 
-def auto_threads(cores: int, load: float | None) -> int:
-    """The cores other jobs leave free: max(1, cores - round(load)), at most the cores."""
-    if load is None:
-        return cores
-    return max(1, min(cores, cores - round(load)))
+def read_cpus(window_s: float = cpu_demand.WINDOW_S, proc: Path = cpu_demand.PROC,
+              cgroup: Path = cpu_demand.CGROUP) -> CpuReading:
+    """Sample what other processes do on our CPUs now (bertcli.core.cpu_demand); where /proc
+    cannot tell, fall back to the 1-minute load average, and where there is none, to every core."""
+    cpus = affinity_cpus()
+    quota = cpu_demand.cgroup_cpu_limit(cgroup, proc)
+    cores = cpu_demand.quota_threads(quota, len(cpus))
+    shown_quota = quota if cores < len(cpus) else None
+    demand = cpu_demand.other_demand(cpus, window_s, proc)
+    if demand is not None:
+        return CpuReading(len(cpus), cores, demand.cores,
+                          f"other demand {demand.cores:.1f} cores over {demand.window_s * 1000:.0f} ms", shown_quota)
+    load = current_load()
+    if load is not None:
+        return CpuReading(len(cpus), cores, load, f"1-minute load {load:.1f}, no /proc/stat", shown_quota)
+    return CpuReading(len(cpus), cores, None, "no CPU reading on this platform", shown_quota)
+
+
+def auto_threads(reading: CpuReading) -> int:
+    """The cores other processes leave free: max(1, CPUs - round(busy)), at most the cores the
+    quota allows; all of them without a reading."""
+    if reading.busy is None:
+        return reading.cores
+    return max(1, min(reading.cores, reading.cpus - round(reading.busy)))
 
 
 def _env_threads() -> int | None:
@@ -59,11 +99,11 @@ def _env_threads() -> int | None:
 
 
 def choose_threads(setting: int | str | None, key: str, recorded: int | None = None,
-                   cores: int | None = None, load: float | None = None) -> ThreadChoice:
+                   read: Callable[[], CpuReading] | None = None) -> ThreadChoice:
     """The intra-op thread count for a run. `setting`: the recipe key's value (`auto`/None or a
     count), named `key` in messages; `recorded`: the count a resumed checkpoint was trained at.
-    An explicit count wins, then OMP_NUM_THREADS, then the recorded count, then the free cores."""
-    cores = cores or cpu_cores()
+    An explicit count wins, then OMP_NUM_THREADS, then the recorded count, then the free cores,
+    which only this last case samples (`read`, default read_cpus: 100 ms)."""
     explicit: tuple[int, str, str] | None = None
     if isinstance(setting, int) and not isinstance(setting, bool):
         explicit = (setting, f"{key}: {setting}", "setting")
@@ -77,21 +117,23 @@ def choose_threads(setting: int | str | None, key: str, recorded: int | None = N
         if recorded is not None and recorded != count:
             note = (f"resume is exact only at {recorded} threads (the checkpoint's count); this run uses {count} "
                     f"({why}), so its results will differ from an uninterrupted run in the last bits")
-        return ThreadChoice(count, why, source, note or busy_cpu_advice(count, cores, load, key))
+        return ThreadChoice(count, why, source, note or busy_cpu_advice(count, key=key))
     if recorded is not None:
         return ThreadChoice(recorded, "the checkpoint's count, so that the resumed run gives the same bits", "checkpoint",
-                            busy_cpu_advice(recorded, cores, load, key))
-    if load is None:
-        load = current_load()
-    count = auto_threads(cores, load)
-    shown = f"1-minute load {load:.1f}" if load is not None else "no load average on this platform"
-    return ThreadChoice(count, f"{key}: auto, {cores} cores, {shown}", "auto")
+                            busy_cpu_advice(recorded, key=key))
+    reading = (read or read_cpus)()
+    cores = f"{reading.cores} core{'s' if reading.cores != 1 else ''}"
+    if reading.quota is not None:
+        cores += f" (cgroup quota {reading.quota:g} of {reading.cpus} CPUs)"
+    return ThreadChoice(auto_threads(reading), f"{key}: auto, {cores}, {reading.shown}", "auto")
 
 
 def busy_cpu_advice(threads: int, cores: int | None = None, load: float | None = None,
                     key: str = "train.threads") -> str | None:
     """A warning when a fixed count of intra-op threads will fight other jobs for the cores,
-    else None (`auto` never does: it takes the free cores)."""
+    else None (`auto` never does: it takes the free cores). It reads the 1-minute load average,
+    free to read: a count given explicitly is not worth a sample of the CPUs, and the warning
+    only advises."""
     if threads <= 1:
         return None
     cores = cores or cpu_cores()
