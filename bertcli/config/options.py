@@ -2,8 +2,9 @@
 declare their own flags (bertcli/finetune/*/command.py).
 
 Every numeric flag is made by `num_option`, with the bounds of the recipe key it sets (`of=`) or
-its own, in `num`'s terms, and is checked as the recipe's keys are (finite, within the bounds:
-one message, exit 2). NUM_FLAGS records them, so a test can find any numeric flag that escaped.
+its own, in `num`'s terms, an upper bound included, and is checked as the recipe's keys are
+(finite, within the bounds: one message naming the flag and the largest value accepted, exit 2).
+NUM_FLAGS records them, so a test can find any numeric flag that escaped.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
         fld = {f.name: f for f in dataclasses.fields(of[0])}[of[1]]
     else:
         fld = dataclasses.field(metadata={"ge": None, "gt": None, "le": None, **bounds})
+    if fld.metadata.get("le") is None:  # a declaration bug, caught when the CLI module loads
+        raise TypeError(f"numeric flag {names[0]} declares no upper bound (le=)")
     NUM_FLAGS.update(names)
 
     words = {"ge": "at least", "gt": "more than", "le": "at most"}
