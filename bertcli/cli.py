@@ -6,6 +6,7 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -90,7 +91,6 @@ def finetune_flags(command):
     """Add FINETUNE_FLAGS to a finetune command: each given flag becomes a `--set` item after the
     command's own (so a flag wins over --set and the recipe, and over a task block's value of the
     recipe file: config.recipe.general_keys_win). Written once for every finetune command."""
-    import functools
     import inspect
 
     params = []
@@ -596,13 +596,20 @@ def _plain_help(*apps: typer.Typer) -> None:
 _plain_help(app, finetune_app)
 
 
+@functools.cache
+def _click_command():
+    """The click command typer builds from `app` (what `app()` builds on every call): built once
+    per process, so that calling `main` again in one process (the tests of values) is cheap."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: renders a UserError as one message with exit code 2 (traceback with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("BERTCLI_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
     try:
-        app(args=args, prog_name="bertcli")
+        _click_command()(args=args, prog_name="bertcli")
     except UserError as e:
         if debug:
             raise

@@ -48,4 +48,5 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
             raise UserError(e.what, where=e.where, fix=f"give {names[0]} a number ({shown or 'finite'})") from None
         return value
 
+    check.bounds = {k: fld.metadata.get(k) for k in ("ge", "gt", "le")}  # type: ignore[attr-defined]  # read by tests
     return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)

@@ -260,7 +260,7 @@ def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_lengt
     try:
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
             for n, pred in enumerate(p.predict(read_records(input_file, encoding), bar=bar), 1):
-                sink.write(jsonout.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
+                sink.write(jsonout.line({"index": n - 1, **pred}))
         if tmp is not None and out is not None:
             sink.close()
             os.replace(tmp, out)
