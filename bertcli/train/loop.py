@@ -398,7 +398,7 @@ class Trainer:
         first; the last training batch when there is none) are finite, else the run diverged."""
         b = last
         if self.data.val_dataset is not None and self.data.n_val:
-            b = self.data.collate([self.data.val_dataset[i] for i in range(min(self.micro, self.data.n_val))])
+            b = self.data.collate([self.data.val_dataset[(0, i)] for i in range(min(self.micro, self.data.n_val))])
         b = self._to_device(b)
         self.model.eval()
         with self.autocast():
