@@ -459,9 +459,10 @@ class Trainer:
                         view.record(rec)
                         result.last = rec
                     if final:
-                        self._check_outputs(batches[-1])
-                        # the state to resume or extend the run from, then final/: the model alone
+                        # the state to resume or extend the run from (refused when the weights are
+                        # not finite), then final/, the model alone, once its outputs are finite
                         self._save(ckpt_io.step_dir(run_dir, step))
+                        self._check_outputs(batches[-1])
                         result.checkpoint = self._save_final(run_dir / "final")
                     elif stopping:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
