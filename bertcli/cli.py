@@ -564,7 +564,7 @@ def _stopping(callback):
         stop_point("validated")
         return callback(*args, **kwargs)
 
-    command._bertcli_stop = True  # type: ignore[attr-defined]
+    command._bertcli_stop = True
     return command
 
 

@@ -19,11 +19,11 @@ import math
 
 import pytest
 import typer
+from test_checks_recipe import FIELDS, _override
 
 from bertcli import cli
 from bertcli.config.options import NUM_FLAGS
 from bertcli.core.testhooks import STOP_ENV, STOP_EXIT
-from test_checks_recipe import FIELDS, _override
 
 VALUES = ("0", "-1", "nan", "inf", "1e308")
 
