@@ -158,12 +158,19 @@ def test_onnx_predict_refuses_a_bundle_computing_nan(tmp_path, healthy, inputs):
 
 
 # ------------------------------------------------------- training that diverged is not a result
-def test_fine_tuning_a_model_that_outputs_nan_is_reported_as_diverged(tmp_path, broken):
-    train, dev = write_classify(tmp_path / "data")
+@pytest.mark.parametrize("task", ["classify", "embed"])
+def test_fine_tuning_a_model_that_outputs_nan_is_reported_as_diverged(task, tmp_path, broken):
+    if task == "classify":
+        train, dev = write_classify(tmp_path / "data")
+    else:
+        (tmp_path / "data").mkdir()
+        train, dev = tmp_path / "data" / "pairs.csv", tmp_path / "data" / "sts.csv"
+        train.write_text("anchor,positive\n" + "".join(f"a cat sat {i},the cat sat {i}\n" for i in range(24)))
+        dev.write_text("text,text_pair,score\n" + "".join(f"a cat {i},the cat {i},{i % 5}\n" for i in range(12)))
     before = snapshot(tmp_path)
-    r = run_cli("finetune", "classify", "-c", broken, "--train", train, "--dev", dev, "--out", tmp_path / "out",
+    r = run_cli("finetune", task, "-c", broken, "--train", train, "--dev", dev, "--out", tmp_path / "out",
                 "--lr", "2e-5", *FT, cwd=tmp_path)
-    assert_refused(r, before, tmp_path, "fine-tuning classify diverged at learning rate 2e-05",
+    assert_refused(r, before, tmp_path, f"fine-tuning {task} diverged at learning rate 2e-05",
                    "not saved as a result", "lower learning rate (--lr")
     assert not (tmp_path / "out").exists()
 

@@ -13,7 +13,7 @@ import dataclasses
 
 import typer
 
-from bertcli.config.schema import check_value
+from bertcli.config.schema import check_value, range_words
 from bertcli.core.errors import UserError
 
 NUM_FLAGS: set[str] = set()
@@ -38,8 +38,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
         raise TypeError(f"numeric flag {names[0]} declares no upper bound (le=)")
     NUM_FLAGS.update(names)
 
-    words = {"ge": "at least", "gt": "more than", "le": "at most"}
-    shown = ", ".join(f"{words[k]} {fld.metadata[k]}" for k in words if fld.metadata.get(k) is not None)
+    shown = range_words(fld.metadata)
 
     def check(value):
         try:

@@ -26,7 +26,7 @@ from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
 from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
-from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
+from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type, range_words
 from bertcli.config.sections import (
     MAX_SEED,
     CorpusConfig,
@@ -465,8 +465,9 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = _hashable(default)
         else:
             default = "(required)"
+        text, accepted = docs.get(f.name, ""), range_words(f.metadata)
         rows.append((prefix + f.name, pretty_type(hints[f.name]), jsonout.dumps(default, default=str)
-                     if not isinstance(default, str) else default, docs.get(f.name, "")))
+                     if not isinstance(default, str) else default, f"{text} Range: {accepted}." if accepted else text))
     return rows
 
 
