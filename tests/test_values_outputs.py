@@ -187,6 +187,14 @@ def test_a_diverged_run_is_the_diverged_class():
     with pytest.raises(Diverged, match="at learning rate 0.5"):
         check_trained(outputs, "pretraining", 0.5, "--set train.learning_rate")
     check_trained({"logits": torch.ones(2, 2)}, "pretraining", 0.5, "--set train.learning_rate")
+    # SQuAD's forward puts -inf on padding: allowed where the caller says so, nan and +inf never
+    import numpy as np
+
+    padded = torch.tensor([[1.0, float("-inf")]])
+    assert not all_finite(padded) and all_finite(padded, masked=True) and all_finite(padded.numpy(), masked=True)
+    for bad in (float("nan"), float("inf")):
+        assert not all_finite(torch.tensor([bad, float("-inf")]), masked=True)
+        assert not all_finite(np.array([bad, -np.inf]), masked=True)
 
 
 # ------------------------------------------------------------- evaluate --pppl-rows 0 writes null

@@ -132,7 +132,9 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
     with autocast(cfg.precision, device):
         outputs = task.forward(model, batch, train=False)
     model.train(was_training)
-    check_trained(outputs, f"fine-tuning {task.name}", task.hyper.learning_rate, "--lr, finetune.learning_rate")
+    # masked: a task's forward may put -inf where no answer can be (SQuAD's padding)
+    check_trained(outputs, f"fine-tuning {task.name}", task.hyper.learning_rate, "--lr, finetune.learning_rate",
+                  masked=True)
 
 
 # ------------------------------------------------------------------------------------ loop

@@ -15,21 +15,28 @@ from typing import Any
 from bertcli.core.errors import Diverged, UserError
 
 
-def all_finite(outputs: Any) -> bool:
+def all_finite(outputs: Any, masked: bool = False) -> bool:
     """Whether every tensor or array in `outputs` (a tensor, an array, or tuples, lists,
-    mappings and dataclasses of them; anything else is ignored) holds finite numbers only."""
+    mappings and dataclasses of them; anything else is ignored) holds finite numbers only.
+    `masked`: -inf is allowed too, the value a task's forward gives positions that can never be
+    chosen (SQuAD's padding, out of the softmax); nan and +inf still fail."""
     if hasattr(outputs, "isfinite"):                     # a torch tensor
-        return bool(outputs.isfinite().all()) if outputs.is_floating_point() else True
+        if not outputs.is_floating_point():
+            return True
+        ok = outputs.isfinite() | (outputs == float("-inf")) if masked else outputs.isfinite()
+        return bool(ok.all())
     if hasattr(outputs, "dtype") and hasattr(outputs, "shape"):          # a numpy array
         import numpy as np
 
-        return bool(np.isfinite(outputs).all()) if np.issubdtype(outputs.dtype, np.floating) else True
+        if not np.issubdtype(outputs.dtype, np.floating):
+            return True
+        return bool((np.isfinite(outputs) | (masked & (outputs == -np.inf))).all())
     if isinstance(outputs, dict):
-        return all(all_finite(v) for v in outputs.values())
+        return all(all_finite(v, masked) for v in outputs.values())
     if isinstance(outputs, (list, tuple)):
-        return all(all_finite(v) for v in outputs)
+        return all(all_finite(v, masked) for v in outputs)
     if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type):
-        return all(all_finite(getattr(outputs, f.name)) for f in dataclasses.fields(outputs))
+        return all(all_finite(getattr(outputs, f.name), masked) for f in dataclasses.fields(outputs))
     return True
 
 
@@ -45,11 +52,12 @@ def require_finite_outputs(outputs: Any, checkpoint: str | Path | None, what: st
                         "checkpoint of the run)")
 
 
-def check_trained(outputs: Any, what: str, learning_rate: float | str, flag: str) -> None:
+def check_trained(outputs: Any, what: str, learning_rate: float | str, flag: str, masked: bool = False) -> None:
     """After training, before saving: outputs computed on a held-back (dev or validation)
-    batch must be finite, else the run diverged (errors.Diverged, the message naming the
-    learning rate and `flag`, the setting to lower) and nothing is saved as a result."""
-    if all_finite(outputs):
+    batch must be finite (`masked`: or -inf, see all_finite), else the run diverged
+    (errors.Diverged, the message naming the learning rate and `flag`, the setting to lower)
+    and nothing is saved as a result."""
+    if all_finite(outputs, masked):
         return
     lr = f"{learning_rate:g}" if isinstance(learning_rate, (int, float)) else str(learning_rate)
     lower = f", e.g. {learning_rate / 10:g}" if isinstance(learning_rate, (int, float)) else ""
