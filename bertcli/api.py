@@ -19,7 +19,6 @@ mapping `{"train.max_steps": 200}` (values are written as YAML, so lists and str
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,10 +26,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bertcli.config.options import SweepArgs
 from bertcli.config.recipe import check_purpose, load_recipe
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import writing
 from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
+from bertcli.core.testhooks import stop_point
 from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
 from bertcli.export.predict import is_bundle, run_predict
@@ -80,7 +81,7 @@ def _override_items(overrides: Overrides) -> list[str]:
         return []
     if isinstance(overrides, Mapping):
         # JSON is YAML's flow syntax: 200 -> 200, "x" -> "x", [a, b] -> ["a", "b"], None -> null
-        return [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+        return [f"{key}={jsonout.dumps(value)}" for key, value in overrides.items()]
     if isinstance(overrides, str):
         return [overrides]
     return list(overrides)
@@ -97,6 +98,7 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
         check_purpose(r, command)
     if writes:
         check_recipe_outputs(r)
+    stop_point("recipe")
     return r
 
 

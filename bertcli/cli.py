@@ -6,8 +6,8 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import functools
 import inspect
-import json
 import os
 import sys
 import typing
@@ -28,9 +28,19 @@ from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: r
     finetune_flags,
     num_option,
 )
-from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
-from bertcli.core import console
+from bertcli.config.sections import (  # pure data: numeric flags share its declared ranges
+    MAX_BATCH,
+    MAX_INT32,
+    MAX_LAYERS,
+    MAX_LENGTH,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_VOCAB,
+    FinetuneConfig,
+)
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
+from bertcli.core.testhooks import stop_point
 from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
@@ -69,7 +79,7 @@ app.add_typer(finetune_app, name="finetune")
 
 RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
 ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
-ThreadsOpt = num_option(None, "--threads", ge=1,
+ThreadsOpt = num_option(None, "--threads", ge=1, le=MAX_THREADS,
                         help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md).")
 DeviceOpt = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps.")
 
@@ -194,7 +204,7 @@ def pretrain(
     from bertcli import api
 
     if init_from is not None:
-        set_ = [*(set_ or []), f"model.init_from={json.dumps(str(init_from))}"]
+        set_ = [*(set_ or []), f"model.init_from={jsonout.dumps(str(init_from))}"]
     result = api.pretrain(recipe, set_, resume=resume, force=force)
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
@@ -204,7 +214,7 @@ def pretrain(
 def fill_mask(
     text: str = typer.Argument(..., help="Text with the mask token in it, e.g. 'the [MASK] sat on the mat'."),
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    top_k: int = num_option(5, "--top-k", ge=1, help="Fillers to show per mask."),
+    top_k: int = num_option(5, "--top-k", ge=1, le=MAX_VOCAB, help="Fillers to show per mask."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
@@ -219,16 +229,17 @@ def evaluate_cmd(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
     corpus: list[Path] = typer.Option(..., "--corpus",
                                       help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
-    seed: int = num_option(42, "--seed", ge=0,
+    seed: int = num_option(42, "--seed", ge=0, le=MAX_SEED,
                            help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
                                 "tokenizer."),
-    max_seq_length: int = num_option(128, "--max-seq-length", ge=8, help="Tokens per row (capped by the model's positions)."),
+    max_seq_length: int = num_option(128, "--max-seq-length", ge=8, le=MAX_LENGTH,
+                                     help="Tokens per row (capped by the model's positions)."),
     objective: str | None = typer.Option(None, "--objective",
                                          help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
                                               "checkpoint has it)."),
-    pppl_rows: int = num_option(32, "--pppl-rows", ge=0,
+    pppl_rows: int = num_option(32, "--pppl-rows", ge=0, le=MAX_INT32,
                                 help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
-    batch_size: int = num_option(32, "--batch-size", ge=1, help="Rows per forward pass."),
+    batch_size: int = num_option(32, "--batch-size", ge=1, le=MAX_BATCH, help="Rows per forward pass."),
     cache: Path = typer.Option(Path("runs/evaluate"), "--cache",
                                help="Where the corpus, tokenizer and masked-data stages are cached."),
     threads: int | None = ThreadsOpt,
@@ -254,7 +265,7 @@ def export_cmd(
                              help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
     task: str | None = typer.Option(None, "--task", "-t",
                                     help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
-    opset: int = num_option(18, "--opset", ge=1, help="ONNX opset (17 or later)."),
+    opset: int = num_option(18, "--opset", ge=1, le=99, help="ONNX opset (17 or later)."),
     fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
     quantize: str | None = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
     dev: Path | None = typer.Option(None, "--dev",
@@ -286,7 +297,7 @@ def predict_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
     task: str | None = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
     batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
-    top_k: int = num_option(5, "--top-k", ge=1, help="fill-mask: candidates per mask."),
+    top_k: int = num_option(5, "--top-k", ge=1, le=MAX_VOCAB, help="fill-mask: candidates per mask."),
     pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
     max_length: int | None = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"),
                                         help="Truncate inputs to this many tokens (default: the model's maximum)."),
@@ -320,7 +331,7 @@ def distill_cmd(
     data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="ner, squad: the data (as finetune ner / squad)."),
     hub: str | None = typer.Option(None, "--hub", help="squad: a `datasets` name (needs the network)."),
     version: int = num_option(1, "--version", ge=1, le=2, help="squad: 1 (v1.1) or 2 (v2.0)."),
-    layers: int | None = num_option(None, "--layers", ge=1,
+    layers: int | None = num_option(None, "--layers", ge=1, le=MAX_LAYERS,
                                     help="Student of K of the teacher's layers, evenly spaced, with its embeddings and head "
                                          "(default 4)."),
     student: str | None = typer.Option(None, "--student",
@@ -387,7 +398,8 @@ PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls 
                           "sentence-transformers directory's own, else mean.")
 NormalizeOpt = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings (default: a "
                             "sentence-transformers directory's 2_Normalize, else no).")
-EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, help="Longer texts are truncated (default: the directory's "
+EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, le=MAX_LENGTH,
+                            help="Longer texts are truncated (default: the directory's "
                             "max_seq_length, else 512, capped by the model's positions).")
 
 
@@ -401,7 +413,7 @@ def evaluate_embed(
     pooling: str | None = PoolingOpt,
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
-    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass."),
+    batch_size: int = num_option(64, "--batch-size", ge=1, le=MAX_BATCH, help="Texts per forward pass."),
     device: str = DeviceOpt,
     threads: int | None = ThreadsOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
@@ -445,7 +457,7 @@ def embed(
     pooling: str | None = PoolingOpt,
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
-    batch_size: int = num_option(64, "--batch-size", ge=1, help="Texts per forward pass (bounds memory)."),
+    batch_size: int = num_option(64, "--batch-size", ge=1, le=MAX_BATCH, help="Texts per forward pass (bounds memory)."),
     device: str = DeviceOpt,
     force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
@@ -539,6 +551,20 @@ def _value_kind(hint) -> object:
     return hint
 
 
+def _stopping(callback):
+    """`callback` behind the `validated` test stop (bertcli.core.testhooks): typer has parsed
+    and checked every flag when it calls it. Its signature is the callback's own (functools.wraps)."""
+    import functools
+
+    @functools.wraps(callback)
+    def command(*args, **kwargs):
+        stop_point("validated")
+        return callback(*args, **kwargs)
+
+    command._bertcli_stop = True
+    return command
+
+
 def _plain_help(*apps: typer.Typer) -> None:
     """Give every option a metavar (_METAVARS, _KINDS) and every command and group the class
     whose --help shows no type."""
@@ -549,6 +575,8 @@ def _plain_help(*apps: typer.Typer) -> None:
             a.registered_callback.cls = _Group
         for command in a.registered_commands:
             command.cls = _Command
+            if command.callback is not None and not hasattr(command.callback, "_bertcli_stop"):
+                command.callback = _stopping(command.callback)
         for callback in [*callbacks, *(c.callback for c in a.registered_commands if c.callback)]:
             hints = typing.get_type_hints(callback)
             for name, parameter in inspect.signature(callback).parameters.items():
@@ -565,13 +593,20 @@ def _plain_help(*apps: typer.Typer) -> None:
 _plain_help(app, finetune_app)
 
 
+@functools.cache
+def _click_command():
+    """The click command typer builds from `app` (what `app()` builds on every call): built once
+    per process, so that calling `main` again in one process (the tests of values) is cheap."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: renders a UserError as one message with exit code 2 (traceback with --debug)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("BERTCLI_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
     try:
-        app(args=args, prog_name="bertcli")
+        _click_command()(args=args, prog_name="bertcli")
     except UserError as e:
         if debug:
             raise

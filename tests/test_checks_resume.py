@@ -90,12 +90,14 @@ def test_non_finite_weights_never_become_a_checkpoint_or_final(tmp_path, step, v
 
 
 def test_an_overflowing_learning_rate_stops_with_no_checkpoint_at_all(tmp_path):
-    """A learning rate beyond float32 (finite in the recipe) makes the first update inf: no
-    checkpoint at all, one message saying so."""
+    """A learning rate beyond float32 (1e39, finite as a float64) is refused when the recipe loads
+    (train.learning_rate's upper bound); weights that turn non-finite in the very first update
+    (what such a rate did) stop the run with no checkpoint at all, one message saying so."""
     run_dir = tmp_path / "run"
+    with pytest.raises(UserError, match=r"train.learning_rate: must be <= 10.0, got 1e\+39"):
+        train(run_dir, "train.learning_rate=1e39", "train.warmup_steps=0", "train.grad_clip=null")
     with pytest.raises(UserError, match="weights are not finite after step 2") as info:
-        train(run_dir, "train.learning_rate=1e39", "train.warmup_steps=0", "train.grad_clip=null",
-              "train.max_bad_steps=100")
+        train(run_dir, "train.warmup_steps=0", "train.max_bad_steps=100", model=PoisonedAt(1, float("inf")))
     assert "no earlier checkpoint exists" in info.value.fix
     assert ck.list_checkpoints(run_dir) == [] and not (run_dir / "final").exists()
 

@@ -15,7 +15,7 @@ from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F
 from train_standins import hf_save_stub as _hf_save
 
 from bertcli.config.recipe import load_recipe
-from bertcli.core.errors import UserError
+from bertcli.core.errors import Diverged, UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.distributed import Dist, init, shutdown
 from bertcli.train.loop import Trainer, TrainInputs
@@ -28,10 +28,16 @@ BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "trai
 
 
 
-def run(tmp_path, *overrides, dist=None, resume=None, dropout=0.1, name="run", model_seed=0):
+def run(tmp_path, *overrides, dist=None, resume=None, dropout=0.1, name="run", model_seed=0, ff_weight=None):
+    """`ff_weight`: a value every weight of the model's feed-forward layer is set to (1e38
+    overflows its outputs to inf, as the weights of a diverging run do)."""
     recipe = load_recipe(None, BASE + list(overrides))
     torch.manual_seed(model_seed)
-    inputs = TrainInputs(recipe=recipe, model=TinyModel(dropout=dropout), train_dataset=RowDataset(37),
+    model = TinyModel(dropout=dropout)
+    if ff_weight is not None:
+        with torch.no_grad():
+            model.ff.weight.fill_(ff_weight)
+    inputs = TrainInputs(recipe=recipe, model=model, train_dataset=RowDataset(37),
                          val_dataset=RowDataset(10, offset=1000), n_train=37, n_val=10, collate=collate,
                          hf_save=_hf_save, run_dir=tmp_path / name, dist=dist or Dist(), resume=resume)
     trainer = Trainer(inputs)
@@ -110,8 +116,18 @@ def test_a_state_json_without_the_resume_keys_is_damaged(tmp_path):
 
 
 def test_non_finite_steps_are_skipped_counted_and_stop_the_run(tmp_path):
-    with pytest.raises(UserError, match="diverged"):
-        run(tmp_path, "train.learning_rate=1e30", "train.grad_clip=null", "train.max_bad_steps=1", "train.max_steps=20")
+    with pytest.raises(Diverged, match="diverged"):
+        run(tmp_path, "train.grad_clip=null", "train.max_bad_steps=1", "train.max_steps=20", ff_weight=1e38)
+
+
+def test_a_model_whose_outputs_are_not_finite_is_not_saved_as_the_result(tmp_path):
+    """Every step skipped (fewer than max_bad_steps), the run reaches its end with a model that
+    computes inf and NaN (from finite weights): the check before the final save reports it as
+    diverged, naming the learning rate, and no final/ is written (the step's resumable state is)."""
+    with pytest.raises(Diverged, match=r"(?s)pretraining diverged at learning rate 0.01: .*not finite.*train.learning_rate"):
+        run(tmp_path, "train.max_bad_steps=100", "train.save_every=100", "train.eval_every=100", ff_weight=1e38)
+    assert not (tmp_path / "run" / "final").exists()
+    assert [p.name for p in ck.list_checkpoints(tmp_path / "run")] == ["step-0000008"]
 
 
 # ------------------------------------------------------------------------------ DDP

@@ -17,6 +17,7 @@ from typing import Any
 
 from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
 from bertcli.config.model import EncoderConfig
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.paths import checkpoint_problem
 
@@ -105,7 +106,7 @@ def _check_fixed(spec: FamilySpec, get, where: str) -> None:
         have = get(key, want)
         if have != want:
             raise UserError(f"{key} {have!r} is not supported in a {spec.model_type} checkpoint", where=where,
-                            fix=f"bertcli implements {spec.model_type} with {key}: {json.dumps(want)}")
+                            fix=f"bertcli implements {spec.model_type} with {key}: {jsonout.quote(want)}")
 
 
 def _attention_pattern(get, layers: int, where: str) -> dict[str, Any]:  # EncoderConfig **kwargs

@@ -2,8 +2,9 @@
 declare their own flags (bertcli/finetune/*/command.py).
 
 Every numeric flag is made by `num_option`, with the bounds of the recipe key it sets (`of=`) or
-its own, in `num`'s terms, and is checked as the recipe's keys are (finite, within the bounds:
-one message, exit 2). NUM_FLAGS records them, so a test can find any numeric flag that escaped.
+its own, in `num`'s terms, an upper bound included, and is checked as the recipe's keys are
+(finite, within the bounds: one message naming the flag and the largest value accepted, exit 2).
+NUM_FLAGS records them, so a test can find any numeric flag that escaped.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import dataclasses
 
 import typer
 
-from bertcli.config.schema import check_value
-from bertcli.config.sections import FinetuneConfig
+from bertcli.config.schema import check_value, range_words
+from bertcli.config.sections import MAX_SEED, FinetuneConfig
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 
 NUM_FLAGS: set[str] = set()
@@ -34,10 +36,11 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
         fld = {f.name: f for f in dataclasses.fields(of[0])}[of[1]]
     else:
         fld = dataclasses.field(metadata={"ge": None, "gt": None, "le": None, **bounds})
+    if fld.metadata.get("le") is None:  # a declaration bug, caught when the CLI module loads
+        raise TypeError(f"numeric flag {names[0]} declares no upper bound (le=)")
     NUM_FLAGS.update(names)
 
-    words = {"ge": "at least", "gt": "more than", "le": "at most"}
-    shown = ", ".join(f"{words[k]} {fld.metadata[k]}" for k in words if fld.metadata.get(k) is not None)
+    shown = range_words(fld.metadata)
 
     def check(value):
         try:
@@ -46,6 +49,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
             raise UserError(e.what, where=e.where, fix=f"give {names[0]} a number ({shown or 'finite'})") from None
         return value
 
+    check.bounds = {k: fld.metadata.get(k) for k in ("ge", "gt", "le")}  # type: ignore[attr-defined]  # read by tests
     return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
 
 
@@ -147,7 +151,6 @@ def finetune_flags(command):
     every fine-tuning command."""
     import functools
     import inspect
-    import json
 
     params = []
     for name, flag, _key, tp, field_name, help_text in FINETUNE_FLAGS:
@@ -155,7 +158,7 @@ def finetune_flags(command):
             opt = typer.Option(None, flag, help=help_text)
         else:
             opt = (num_option(None, flag, of=(FinetuneConfig, field_name), help=help_text) if field_name
-                   else num_option(None, flag, ge=0, help=help_text))
+                   else num_option(None, flag, ge=0, le=MAX_SEED, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
     for name, opt in SWEEP_FLAGS:
         tp = bool if name == "resume" else str | None
@@ -171,7 +174,7 @@ def finetune_flags(command):
             given["finetune.learning_rate"] = rates[0] if rates else "auto"
         sweep = SweepArgs(kwargs.pop("seeds"), rates if rates and len(rates) > 1 else None, kwargs.pop("resume"))
         kwargs["set_"] = [*(kwargs.get("set_") or []),
-                          *(f"{key}={json.dumps(value)}" for key, value in given.items() if value is not None)]
+                          *(f"{key}={jsonout.dumps(value)}" for key, value in given.items() if value is not None)]
         if sweep.wanted:
             kwargs["sweep"] = sweep
         return command(*args, **kwargs)

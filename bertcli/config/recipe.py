@@ -12,7 +12,6 @@ import ast
 import dataclasses
 import hashlib
 import inspect
-import json
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -27,8 +26,9 @@ from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
 from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
-from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type
+from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type, range_words
 from bertcli.config.sections import (
+    MAX_SEED,
     CorpusConfig,
     DataConfig,
     FinetuneConfig,
@@ -37,7 +37,7 @@ from bertcli.config.sections import (
     TokenizerConfig,
     TrainConfig,
 )
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError, did_you_mean
 
 
@@ -50,7 +50,7 @@ class Recipe:
     cache_dir: str | None = field(default=None, metadata={"hash": False})
     """Where cached stages (corpus, tokenizer, data) go, to share them between recipes.
     Default: output_dir."""
-    seed: int = field(default=42, metadata={"ge": 0})
+    seed: int = field(default=42, metadata={"ge": 0, "le": MAX_SEED})
     """Seed for every random choice: data building, masking, initialization, dropout, order."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     """Text sources and the validation split."""
@@ -91,7 +91,7 @@ class Recipe:
         left out) plus `extra` (e.g. a fingerprint of the corpus files)."""
         payload = {n: _hashable(getattr(self, n)) for n in names}
         payload["extra"] = extra
-        blob = json.dumps(payload, sort_keys=True, default=str).encode()
+        blob = jsonout.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -465,8 +465,9 @@ def explain(section: str | None) -> list[tuple[str, str, str, str]]:
             default = _hashable(default)
         else:
             default = "(required)"
-        rows.append((prefix + f.name, pretty_type(hints[f.name]), json.dumps(default, default=str)
-                     if not isinstance(default, str) else default, docs.get(f.name, "")))
+        text, accepted = docs.get(f.name, ""), range_words(f.metadata)
+        rows.append((prefix + f.name, pretty_type(hints[f.name]), jsonout.dumps(default, default=str)
+                     if not isinstance(default, str) else default, f"{text} Range: {accepted}." if accepted else text))
     return rows
 
 

@@ -184,8 +184,21 @@ def check_value(value: Any, f: dataclasses.Field, path: str, where: str) -> None
         for key, ok, word in _BOUNDS:
             bound = f.metadata.get(key)
             if bound is not None and not ok(v, bound):
-                raise UserError(f"{path}: must be {word} {bound}, got {v}", where=where,
+                raise UserError(f"{path}: must be {word} {bound}, got {show_number(v)}", where=where,
                                 fix=f"give {path} a value {word} {bound}; `bertcli explain {_key_of(path)}` says what it does")
+
+
+def range_words(metadata) -> str:
+    """A field's declared range in words ("at least 1, at most 2147483647"; "" when none), for
+    a flag's --help and `bertcli explain`."""
+    words = {"ge": "at least", "gt": "more than", "le": "at most"}
+    return ", ".join(f"{words[k]} {metadata[k]}" for k in words if metadata.get(k) is not None)
+
+
+def show_number(v: int | float) -> str:
+    """A number as a message shows it: `1e308` read as an integer has 309 digits; past 2^53 it is
+    shown as a float would be."""
+    return f"{float(v):.6g}" if isinstance(v, int) and abs(v) > 2**53 else str(v)
 
 
 def check_values(obj: Any, prefix: str, where: str) -> None:

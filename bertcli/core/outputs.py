@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bertcli import __version__
-from bertcli.core import paths
+from bertcli.core import jsonout, paths
 from bertcli.core.errors import UserError
 from bertcli.core.locks import _alive as alive
 from bertcli.core.locks import lock_path, run_lock
@@ -114,7 +114,7 @@ def write_marker(directory: Path, files: Iterable[str], command: str | None = No
             "version": __version__, "pid": os.getpid(), "host": socket.gethostname(),
             "files": sorted(set(files) - {MARKER, TEMP_MARKER})}
     tmp = directory / f"{MARKER}{TEMP_TAG}{os.getpid()}"
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(jsonout.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, directory / MARKER)
 
 
@@ -227,7 +227,7 @@ def temporary_name(final: Path) -> Path:
 
 
 def _mark_temporary(directory: Path) -> None:
-    (directory / TEMP_MARKER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+    (directory / TEMP_MARKER).write_text(jsonout.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                                      "time": time.time()}) + "\n", encoding="utf-8")
 
 

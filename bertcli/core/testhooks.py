@@ -8,11 +8,18 @@ temporary directory, holding its lock). There it writes its PID into the file na
 until `until()` is true (e.g. a signal arrived), the file named by `BERTCLI_TEST_RELEASE_FILE`
 exists, or the process is killed. Unset, a pause point
 costs one dictionary look-up. Nothing in normal use sets these variables.
+
+`BERTCLI_TEST_STOP=NAME` ends the command at the stop point called NAME, with exit code
+STOP_EXIT and one line on stderr, instead of doing its work: `validated` (a command's flags
+parsed and checked, before its body runs) and `recipe` (the recipe loaded with every --set
+checked, and the paths it writes checked). A test of values follows an accepted value that far,
+not through the whole job.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +27,8 @@ from pathlib import Path
 PAUSE_ENV = "BERTCLI_TEST_PAUSE"
 PAUSED_FILE_ENV = "BERTCLI_TEST_PAUSED_FILE"
 RELEASE_FILE_ENV = "BERTCLI_TEST_RELEASE_FILE"
+STOP_ENV = "BERTCLI_TEST_STOP"
+STOP_EXIT = 97          # no exit code of bertcli's own (0, 1, 2, 128 + a signal)
 
 
 def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
@@ -36,3 +45,10 @@ def pause_point(name: str, until: Callable[[], bool] | None = None) -> None:
     release = os.environ.get(RELEASE_FILE_ENV)
     while not (until is not None and until()) and not (release and os.path.exists(release)):
         time.sleep(0.02)
+
+
+def stop_point(name: str) -> None:
+    """End the process here (SystemExit(STOP_EXIT)) when the test asked to; return otherwise."""
+    if os.environ.get(STOP_ENV) == name:
+        sys.stderr.write(f"bertcli: test stop at {name}\n")
+        raise SystemExit(STOP_EXIT)

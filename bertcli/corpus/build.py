@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from bertcli.config.recipe import Recipe
 from bertcli.config.sections import CorpusConfig
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.corpus.readers import ReadStats, Resolved, read_source, resolve
@@ -221,7 +221,7 @@ def build_corpus(recipe: Recipe, force: bool = False) -> StageResult:
         with building(path, recipe) as tmp:
             info = _write(cfg, resolved, tmp, recipe.source)
             info["seconds"] = round(time.perf_counter() - start, 3)
-            (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+            (tmp / INFO_FILE).write_text(jsonout.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
         return StageResult("corpus", path, False, corpus_summary_rows(info))
 
 

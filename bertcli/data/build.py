@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.fs import building
 from bertcli.corpus.build import build_corpus, corpus_fingerprint
 from bertcli.data import shards
@@ -171,7 +171,7 @@ def _build(recipe: Recipe, tok, path: Path) -> StageResult:
         if cfg.masking == "dynamic":
             info["train"]["masked_fraction"] = _dynamic_masked_fraction(tmp, tok, cfg, recipe.seed)
         info["seconds"] = round(time.perf_counter() - start, 3)
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        (tmp / INFO_FILE).write_text(jsonout.dumps(info, indent=2), encoding="utf-8")
     return StageResult("data", path, False, data_summary_rows(info, reused=False))
 
 
@@ -260,7 +260,7 @@ def _write_datasets(tmp: Path, files: dict[str, list[str]]) -> None:
         for src, name in zip(paths, names):
             os.replace(src, tmp / split / name)
         state["_data_files"] = [{"filename": name} for name in names]
-        state_file.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+        state_file.write_text(jsonout.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000) -> float:

@@ -39,6 +39,7 @@ from bertcli.finetune.featurizer import Context, TextFeaturizer
 from bertcli.finetune.heads import saved_head
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
+from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.load import load_tokenizer
 
 COMBINE = ("concat", "sum", "mean")
@@ -245,6 +246,7 @@ def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_lengt
                         types[b, :len(e.ids)] = torch.tensor(e.type_ids)
                 states = hidden_states(model, ids.to(dev), mask.to(dev), types.to(dev))
                 feats = combine_layers(states, chosen, combine).float()            # [B, T, D]
+                require_finite_outputs(feats[mask.to(dev).bool()], checkpoint, "hidden states")   # real tokens
                 rows_np = None if pool == "none" else pool_states(feats, mask.to(dev), pool).cpu().numpy()
                 feats_np = feats.cpu().numpy() if pool == "none" else None
                 if writer is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.finetune.heads import HEADS, HeadKind, architecture, head_kind, register  # noqa: F401 (re-exported)
 
@@ -53,7 +54,7 @@ def read_export_info(path: Path) -> dict:
     fix = "export_info.json is written by `bertcli export`: export the model again (or fix the key by hand)"
     for key, (want, ok) in EXPORT_INFO.items():
         if info.get(key) is not None and not ok(info[key]):
-            raise UserError(f"export_info.json key {key!r} is {json.dumps(info[key])[:100]}, not {want}",
+            raise UserError(f"export_info.json key {key!r} is {jsonout.quote(info[key])[:100]}, not {want}",
                             where=f"{path}: {key}", fix=fix)
     return info
 

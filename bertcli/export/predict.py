@@ -16,7 +16,6 @@ chunks (length-sorted inside a chunk to cut padding), so memory stays bounded on
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bertcli.config.checkpoint import read_config
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
@@ -40,6 +39,7 @@ from bertcli.export.inputs import check_input, count_records, read_records
 from bertcli.finetune.embed.serving import sentence_max_length
 from bertcli.finetune.featurizer import Context
 from bertcli.finetune.heads import head_kind
+from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.load import load_tokenizer
 
 # results.json `hyperparameters` that decide windows and decoding (the rest is training's own)
@@ -108,6 +108,7 @@ class Predictor:
                 n = len(e.ids)
                 # per-token outputs [B, T, ...] are cut to the real tokens of the window
                 results[i] = {k: v[row, :n] if k in self.per_token else v[row] for k, v in outs.items()}
+                require_finite_outputs(results[i], self.directory, f"{self.task} outputs")
         if hasattr(dec, "decode_many"):
             preds = dec.decode_many(items, windows, results)
         else:
@@ -259,7 +260,7 @@ def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_lengt
     try:
         with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
             for n, pred in enumerate(p.predict(read_records(input_file, encoding), bar=bar), 1):
-                sink.write(json.dumps({"index": n - 1, **pred}, ensure_ascii=False) + "\n")
+                sink.write(jsonout.line({"index": n - 1, **pred}))
         if tmp is not None and out is not None:
             sink.close()
             os.replace(tmp, out)

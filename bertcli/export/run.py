@@ -13,7 +13,6 @@ whose verification fails is not kept (exit code 1), so nothing unverified looks 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from bertcli import __version__
 from bertcli.config.checkpoint import read_config, weight_files
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.machine import use_threads
@@ -31,7 +30,7 @@ from bertcli.export.backend import OrtBackend, TorchBackend, require_onnx
 from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.heads import architecture, detect_kind, exportable
 from bertcli.export.predict import Predictor, open_model, trained_options
-from bertcli.export.verify import Check, compare, verification_batches
+from bertcli.export.verify import Check, check_reference, compare, verification_batches
 from bertcli.tokenization.load import load_tokenizer
 
 VERIFY_MAX_TOKENS = 1024
@@ -116,6 +115,7 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
     reference = TorchBackend(module)
     # the longest verified sequence is capped: a padded 8192-token ModernBERT batch needs GBs of attention
     batches = verification_batches(tok.tokenizer, tok.pad_id, list(module.input_names), min(max_len, VERIFY_MAX_TOKENS))
+    check_reference(reference, batches, checkpoint)      # before any graph is written
     dev_metrics: dict = {}
     if dev_set is not None:
         records, gold, metric = dev_set
@@ -169,7 +169,7 @@ def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quant
     info["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())
                      if p.is_file() and not p.name.startswith(".bertcli-")}   # not the temporary's marker
     info["files"]["export_info.json"] = None  # itself; written below
-    (tmp / "export_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    (tmp / "export_info.json").write_text(jsonout.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
 
 

@@ -17,10 +17,12 @@ r = max(1, max |PyTorch output|)):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from bertcli.export.backend import pad_batch
+from bertcli.model.finite import require_finite_outputs
 
 TOLERANCE = {"fp32": ("absolute", 1e-4), "fp16": ("relative", 2e-2), "int8": ("relative", 0.5)}
 
@@ -85,6 +87,16 @@ def real_positions(name: str, out: np.ndarray, mask: np.ndarray) -> np.ndarray:
     if out.ndim >= 2 and out.shape[:2] == mask.shape:
         return out[mask.astype(bool)]
     return out
+
+
+def check_reference(reference, batches, checkpoint: Path) -> None:
+    """The PyTorch outputs every graph is verified against are finite on the first verification
+    batch (real positions): a checkpoint with NaN weights would export a graph of NaN, and a
+    difference of NaN passes no tolerance and fails none. Refused, naming the checkpoint."""
+    for _, feed in batches[:1]:
+        outs = reference.run(feed)
+        require_finite_outputs({n: real_positions(n, o, feed["attention_mask"]) for n, o in outs.items()},
+                               checkpoint, "outputs")
 
 
 def compare(reference, candidate, batches, precision: str) -> Check:

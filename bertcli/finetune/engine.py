@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertcli.config.sections import MAX_STEPS
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
@@ -33,6 +34,7 @@ from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Task
 from bertcli.model import load_checkpoint
+from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import StopFlag
@@ -62,8 +64,16 @@ class FitResult:
 
 
 def schedule_lengths(n_train: int, hyper: Hyper) -> tuple[int, int, int]:
-    """(steps per epoch, total steps, warmup steps); fractional epochs round up to a whole step."""
+    """(steps per epoch, total steps, warmup steps); fractional epochs round up to a whole step.
+    The total depends on the data: epochs within their own bound can still ask for more steps
+    than a run counts (MAX_STEPS), so it is checked here, where the data has just been read."""
     per_epoch = math.ceil(n_train / hyper.batch_size)
+    if hyper.epochs * per_epoch > MAX_STEPS:
+        largest = MAX_STEPS / per_epoch
+        raise UserError(f"finetune.epochs (--epochs) {hyper.epochs:g} over {per_epoch:,} batches per epoch is "
+                        f"{hyper.epochs * per_epoch:.4g} optimizer steps, more than the {MAX_STEPS:,} a run can count",
+                        fix=f"give --epochs (finetune.epochs) at most {largest:.6g} for this data, or a larger "
+                            f"--batch-size")
     total = max(1, math.ceil(hyper.epochs * per_epoch))
     return per_epoch, total, math.ceil(hyper.warmup_ratio * total)
 
@@ -106,6 +116,25 @@ def eval_batches(data: Features, batch_size: int) -> list[np.ndarray]:
 
 def _to(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad_id: int, cfg, device) -> None:
+    """Before saving: the trained model's outputs on a held-back batch (the first of the first
+    non-empty dev split; the first training batch when there is none) are finite, else the run
+    diverged (errors.Diverged naming the learning rate) and nothing is presented as a result."""
+    data = next((feats for _, feats in devs.values() if len(feats)), train)
+    if not len(data):
+        return
+    was_training = model.training
+    model.eval()
+    batch = _to(collate(data, eval_batches(data, cfg.eval_batch_size)[0], pad_id), device)
+    with autocast(cfg.precision, device):
+        outputs = task.forward(model, batch, train=False)
+    model.train(was_training)
+    # masked: a task's forward may put -inf where no answer can be (SQuAD's padding)
+    check_trained(outputs, f"fine-tuning {task.name}", task.hyper.learning_rate, "--lr, finetune.learning_rate",
+                  masked=True)
 
 
 # ------------------------------------------------------------------------------------ loop
@@ -265,9 +294,9 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     train = task.featurize(data.train, tok, zero_types)
     devs = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.dev}
     tests = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.test}
+    per_epoch, total, warmup = schedule_lengths(len(train), hyper)  # checked before the teacher's pass
     if teacher is not None:
         teacher.prepare(task, train, devs, tok.pad_id, cfg, device)
-    per_epoch, total, warmup = schedule_lengths(len(train), hyper)
     windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
     console.log(f"{task.describe()}: {len(data.train):,} train examples{windows}, {total:,} steps "
                 f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
@@ -276,6 +305,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     start = time.monotonic()
     result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
     seconds = time.monotonic() - start
+    check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
     def run(split, feats):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.finetune.classification.features import SequenceFeaturizer
 from bertcli.finetune.classification.features import dev_metric as classification_metric
@@ -115,7 +116,7 @@ def architecture(directory: Path) -> str:
     except (OSError, ValueError, UnicodeDecodeError, AttributeError) as e:
         raise UserError(f"cannot read config.json: {e}", where=str(path))
     if not isinstance(archs, list) or not isinstance(archs[0], str):
-        raise UserError(f"config.json key 'architectures' is {json.dumps(archs)[:100]}, not a list of class names",
+        raise UserError(f"config.json key 'architectures' is {jsonout.quote(archs)[:100]}, not a list of class names",
                         where=f"{path}: architectures", fix='e.g. "architectures": ["BertForSequenceClassification"]')
     return archs[0]
 

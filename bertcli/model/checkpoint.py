@@ -10,7 +10,6 @@ does not describe is a UserError. Weights are read with safetensors only, never 
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from torch import Tensor, nn
 from bertcli.config.checkpoint import LABELLED_HEADS, read_config, weight_files
 from bertcli.config.families import FamilySpec
 from bertcli.config.model import EncoderConfig
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
@@ -116,7 +115,7 @@ def save_checkpoint(model: nn.Module, directory: str | Path,
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config = to_hf_config(c, head, dtype)
     write_atomic(directory / "config.json",
-            lambda p: p.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
+            lambda p: p.write_text(jsonout.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
     write_manifest(directory, written)  # last: sizes and sha256 of what it wrote, verified before any load
     notes = transformers_caveats(c)
     for note in notes:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.config.families import FAMILIES
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
+from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.load import load_tokenizer
 
 # any family's spelling is accepted in the text, whatever the model's
@@ -52,6 +52,7 @@ def fill_mask(checkpoint: str | Path, text: str, top_k: int = 5) -> list[dict[st
                         fix=f"put spaces around {mask}")
     with torch.no_grad():
         out = model(ids, torch.ones_like(ids), torch.tensor([enc.type_ids]), mlm_positions=positions)
+    require_finite_outputs(out.mlm_logits, directory, "MLM logits")
     probs = out.mlm_logits.float().softmax(-1)                      # [masks, V]
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     results = []
@@ -82,7 +83,7 @@ def filled_text(tok, ids: list[int], pos: int, filler: int) -> str:
 def render(results: list[dict[str, Any]], as_json: bool = False) -> None:
     """Print the results: one table per mask, or JSON (stdout)."""
     if as_json:
-        console.out.print(json.dumps(results, ensure_ascii=False), markup=False, highlight=False)
+        console.out.print(jsonout.dumps(results, ensure_ascii=False), markup=False, highlight=False)
         return
     for n, r in enumerate(results, 1):
         rows = [(c["word"], f"{c['probability']:.4f}", c["text"]) for c in r["candidates"]]

@@ -23,6 +23,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
 
@@ -58,7 +59,7 @@ def write_manifest(directory: Path, names: Iterable[str] | None = None) -> Path:
     paths = _files(directory) if names is None else [directory / n for n in sorted(set(names))]
     files = {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "sha256": sha256_of(p)}
              for p in paths}
-    body = json.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1, sort_keys=True) + "\n"
+    body = jsonout.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1, sort_keys=True) + "\n"
     return write_text_atomic(directory / MANIFEST, body)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcli.config.checkpoint import read_config
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
 from bertcli.model.pooling import Pooling, parse_mode
@@ -74,7 +75,7 @@ def write_sentence_dir(directory: str | Path, pooling: Pooling, max_seq_length: 
     if pooling.normalize:
         (directory / NORMALIZE_DIR).mkdir(exist_ok=True)
     for name, data in files.items():
-        write_text_atomic(directory / name, json.dumps(data, indent=2) + "\n")
+        write_text_atomic(directory / name, jsonout.dumps(data, indent=2) + "\n")
     return list(files) + ([NORMALIZE_DIR] if pooling.normalize else [])
 
 

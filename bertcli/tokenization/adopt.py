@@ -23,6 +23,7 @@ from pathlib import Path
 from bertcli.config.checkpoint import read_config, tokenizer_fingerprint, tokenizer_source
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import StageResult, is_complete, stage_guard
+from bertcli.core import jsonout
 from bertcli.core.fs import building
 from bertcli.corpus.build import build_corpus
 from bertcli.tokenization.extend import extend_tokenizer
@@ -94,7 +95,7 @@ def _minimal_config(tok, kind: str, lowercase) -> dict:
 
 
 def _write_json(path: Path, obj) -> None:
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(jsonout.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def summary_rows(info: dict, reused: bool) -> list[tuple[str, object]]:

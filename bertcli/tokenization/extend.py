@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertcli.core import jsonout
 from bertcli.tokenization.train import _NoBar, _sentence_batches
 
 FILE = "extension.json"
@@ -38,7 +39,7 @@ class Extension:
     tokens: list = field(default_factory=list)           # (token, new id, [old piece ids])
 
     def save(self, directory: Path, tokenizer, kind: str) -> None:
-        Path(directory, FILE).write_text(json.dumps({"old_vocab_size": self.old_vocab_size, "vocab_size": self.vocab_size,
+        Path(directory, FILE).write_text(jsonout.dumps({"old_vocab_size": self.old_vocab_size, "vocab_size": self.vocab_size,
                                                      "tokens": [list(t) for t in self.tokens]}, ensure_ascii=False),
                                          encoding="utf-8")
         if kind == "wordpiece":                          # vocab.txt in id order, the new words at the end
@@ -124,7 +125,7 @@ def extend_tokenizer(tok, split, n: int, config):
             # above its split's total log-probability, so Viterbi takes it whole
             total = sum(scores[model.id_to_token(j)] for j in old)
             m["vocab"].append([token, total / 2 if total < 0 else total + 1.0])
-    out = Tokenizer.from_str(json.dumps(obj, ensure_ascii=False))
+    out = Tokenizer.from_str(jsonout.dumps(obj, ensure_ascii=False))
     size = out.get_vocab_size(with_added_tokens=True)
     rows = max(config.vocab_size, round_up(size, config.spec.vocab_multiple))
     return out, Extension(config.vocab_size, rows, added)

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from tokenizers import AddedToken, Tokenizer
 
+from bertcli.core import jsonout
+
 PREFIX = "##"
 SCORE_DECIMALS = 6
 UNIGRAM_PENALTY = 1e-4  # the step between the scores the Unigram trainer gives added characters
@@ -67,7 +69,7 @@ def canonical(tok: Tokenizer, kind: str, seed: WordPieceSeed | None = None) -> T
         _wordpiece(data, seed)
     elif kind == "unigram":
         _unigram(data)
-    return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+    return Tokenizer.from_str(jsonout.dumps(data, ensure_ascii=False))
 
 
 def _wordpiece(data: dict, seed: WordPieceSeed | None) -> None:

@@ -31,7 +31,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 
 from bertcli.config.families import family_spec
 from bertcli.config.sections import TokenizerConfig
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.tokenization import reproducible
 from bertcli.tokenization.alphabet import UnkCauses, alphabet_limit, alphabet_stats, character_counts
@@ -289,7 +289,7 @@ def readable_scores(tok: Tokenizer) -> Tokenizer:
         return tok
     obj = json.loads(tok.to_str())
     obj["model"]["vocab"] = [[piece, float(f"{score:.15g}")] for piece, score in obj["model"]["vocab"]]
-    out = Tokenizer.from_str(json.dumps(obj, ensure_ascii=False))
+    out = Tokenizer.from_str(jsonout.dumps(obj, ensure_ascii=False))
     out.encode_special_tokens = tok.encode_special_tokens
     return out
 
@@ -329,6 +329,6 @@ def write_hf_files(tok: Tokenizer, cfg: TokenizerConfig, out: Path) -> None:
 
 
 def write_json(path: Path, obj) -> None:
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(jsonout.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

@@ -44,7 +44,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.paths import STEP_DIR, check_space, saving
@@ -229,7 +229,7 @@ def _write_rng(directory: Path, per_rank: list[dict]) -> None:
         meta.append({"cuda_devices": len(s["cuda"]), "numpy": {k: v for k, v in s["numpy"].items() if k != "keys"},
                      "python": s["python"]})
     save_file(tensors, str(directory / "rng.safetensors"))
-    (directory / "rng.json").write_text(json.dumps(meta))
+    (directory / "rng.json").write_text(jsonout.dumps(meta))
 
 
 def _read_rng(directory: Path) -> list[dict]:
@@ -256,7 +256,7 @@ def _write_optimizer(directory: Path, optimizer: torch.optim.Optimizer) -> None:
             else:
                 scalars[f"{idx}.{k}"] = v
     save_file(tensors, str(directory / "optimizer.safetensors"))
-    (directory / "optimizer.json").write_text(json.dumps({"param_groups": sd["param_groups"], "scalars": scalars}))
+    (directory / "optimizer.json").write_text(jsonout.dumps({"param_groups": sd["param_groups"], "scalars": scalars}))
 
 
 def _read_optimizer(directory: Path) -> dict:
@@ -330,7 +330,7 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
         _write_optimizer(ts, optimizer)
         _write_rng(ts, rng)
         files = {name: (ts / name).stat().st_size for name in STATE_FILES}
-        (ts / "state.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, **state.state_dict(),
+        (ts / "state.json").write_text(jsonout.dumps({"format": FORMAT, "version": VERSION, **state.state_dict(),
                                                    "files": files}, indent=1))
         recipe.save(tmp)        # building() writes the same bytes again; the manifest covers it
         write_manifest(tmp)     # last: a checkpoint without a complete manifest is not trusted

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertcli.config.checkpoint import weights_sha256
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
 
@@ -62,7 +62,7 @@ def start_figures(trainer, record: dict, run_dir: Path, resuming: bool, main: bo
                     f"MLM acc {val['val_mlm_acc']:.4f}")
     if main:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
-        write_text_atomic(Path(run_dir) / FILE, json.dumps(record, indent=2) + "\n")
+        write_text_atomic(Path(run_dir) / FILE, jsonout.dumps(record, indent=2) + "\n")
     return {"step": 0, **val} if val else None
 
 

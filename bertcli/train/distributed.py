@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from bertcli.core import jsonout
 from bertcli.train.precision import resolve_device
 
 
@@ -70,7 +71,7 @@ def all_gather_json(d: Dist, obj) -> list:
     """Every process's JSON-able `obj`, in rank order (as bytes over the process group: no pickle)."""
     if not d.enabled:
         return [obj]
-    blob = torch.frombuffer(bytearray(json.dumps(obj).encode()), dtype=torch.uint8).to(d.device)
+    blob = torch.frombuffer(bytearray(jsonout.dumps(obj).encode()), dtype=torch.uint8).to(d.device)
     size = torch.tensor([blob.numel()], device=d.device)
     sizes = [torch.zeros_like(size) for _ in range(d.world_size)]
     dist.all_gather(sizes, size)

@@ -10,22 +10,25 @@ share a tokenizer are scored on the same masked positions (and share the cached 
 
     mlm_loss, mlm_acc      over every masked position of every row (sums / count)
     pseudo_perplexity      Salazar et al. 2020: exp(-mean log p(token | the row with only that
-                           token masked)) over every real token of the first `pppl_rows` rows
+                           token masked)) over every real token of the first `pppl_rows` rows;
+                           null with `pseudo_perplexity_reason` when there is none (--pppl-rows 0)
     pair_acc               NSP (bert) / SOP (albert) rows, when the checkpoint has the head
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertcli.config.checkpoint import read_config
 from bertcli.config.recipe import load_recipe
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.machine import use_threads
 from bertcli.data.build import ensure_data
+from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
 
@@ -54,9 +57,7 @@ def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings):
 
 
 def _yaml_str(p) -> str:
-    import json
-
-    return json.dumps(str(p))
+    return jsonout.dumps(str(p))
 
 
 def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
@@ -84,13 +85,14 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
         rows = PretrainDataset(load_data(data_stage.path)["train"])
         collate = PretrainCollator(tok, recipe.data, recipe.seed)
         with torch.no_grad():
-            res = _score(model, rows, collate, s.batch_size, pair_head and recipe.data.objective != "none")
-            res["pseudo_perplexity"], res["pppl_tokens"] = _pseudo_perplexity(model, rows, tok, s.pppl_rows)
+            res = _score(model, rows, collate, s.batch_size, pair_head and recipe.data.objective != "none", checkpoint)
+            pppl, res["pppl_tokens"] = _pseudo_perplexity(model, rows, tok, s.pppl_rows, checkpoint)
+        res.update(jsonout.number_or_null("pseudo_perplexity", pppl, _no_pppl(s.pppl_rows, res["pppl_tokens"])))
         res.update(corpus=str(corpus), data=str(data_stage.path), tokenizer=str(tok_stage.path), objective=recipe.data.objective,
                    max_seq_length=recipe.data.max_seq_length)
         out["corpora"].append(res)
         console.log(f"{corpus}: {res['rows']:,} rows, {res['masked']:,} masked tokens: MLM loss {res['mlm_loss']:.4f}, "
-                    f"acc {res['mlm_acc']:.4f}, pseudo-perplexity {res['pseudo_perplexity']:.2f}")
+                    f"acc {res['mlm_acc']:.4f}, pseudo-perplexity {_ppl(res)}")
     return out
 
 
@@ -98,8 +100,22 @@ def _pair_name(model) -> str:
     return model.config.spec.names.pair or "\0"
 
 
-def _score(model, rows, collate, batch_size: int, pair: bool) -> dict:
-    """MLM (and pair) sums over every row, in order."""
+def _no_pppl(pppl_rows: int, tokens: int) -> str:
+    """Why a pseudo-perplexity is null (written beside it; a NaN would read as a result)."""
+    if pppl_rows == 0:
+        return "not computed: --pppl-rows 0 scores no rows"
+    if tokens == 0:
+        return f"not computed: the first {pppl_rows} rows hold no real (non-special) token to mask"
+    return "exp(mean negative log-likelihood) exceeds the largest float"
+
+
+def _ppl(r: dict) -> str:
+    return "-" if r["pseudo_perplexity"] is None else f"{r['pseudo_perplexity']:.2f}"
+
+
+def _score(model, rows, collate, batch_size: int, pair: bool, checkpoint: Path | None = None) -> dict:
+    """MLM (and pair) sums over every row, in order; a model computing non-finite logits is
+    refused, naming `checkpoint`."""
     import torch.nn.functional as F
 
     loss = correct = masked = pair_correct = seqs = 0.0
@@ -107,6 +123,7 @@ def _score(model, rows, collate, batch_size: int, pair: bool) -> dict:
         b = collate([rows[(0, i)] for i in range(start, min(len(rows), start + batch_size))])
         o = model(b["input_ids"], b["attention_mask"], b["token_type_ids"], b["mlm_positions"])
         logits = o.mlm_logits.float()                                              # [N, V]
+        require_finite_outputs(logits, checkpoint, "MLM logits")
         loss += F.cross_entropy(logits.double(), b["mlm_labels"], reduction="sum").item()
         correct += (logits.argmax(-1) == b["mlm_labels"]).sum().item()
         masked += b["mlm_labels"].numel()
@@ -119,9 +136,10 @@ def _score(model, rows, collate, batch_size: int, pair: bool) -> dict:
             "pair_acc": pair_correct / seqs if seqs else None}
 
 
-def _pseudo_perplexity(model, rows, tok, n_rows: int) -> tuple[float, int]:
+def _pseudo_perplexity(model, rows, tok, n_rows: int, checkpoint: Path | None = None) -> tuple[float | None, int]:
     """Each real (non-special) token of the first n_rows rows masked alone: [n, T] copies of a
-    row, copy j with token j masked, scored at that position."""
+    row, copy j with token j masked, scored at that position. (None, 0) when no token was
+    scored; inf when exp(mean NLL) overflows a float (the caller writes null and why)."""
     import torch
 
     total, count = 0.0, 0
@@ -142,21 +160,23 @@ def _pseudo_perplexity(model, rows, tok, n_rows: int) -> tuple[float, int]:
         flat = torch.arange(n) * T + at                                                      # [n]
         o = model(batch, torch.ones_like(batch), types.repeat(n, 1), flat)
         logp = torch.log_softmax(o.mlm_logits.double(), -1)                                  # [n, V]
+        require_finite_outputs(logp, checkpoint, "MLM log-probabilities")
         total += logp[torch.arange(n), ids[at]].sum().item()
         count += n
-    return (math.exp(-total / count) if count else float("nan")), count
+    if not count:
+        return None, 0
+    nll = -total / count
+    return (math.exp(nll) if nll < math.log(sys.float_info.max) else math.inf), count
 
 
 def render(result: dict, as_json: bool = False) -> None:
     if as_json:
-        import json
-
-        console.out.print(json.dumps(result, indent=2), markup=False)
+        console.out.print(jsonout.dumps(result, indent=2), markup=False)
         return
     rows = []
     for r in result["corpora"]:
         pair = "-" if r["pair_acc"] is None else f"{r['pair_acc']:.4f}"
         rows.append((r["corpus"], f"{r['rows']:,}", f"{r['masked']:,}", f"{r['mlm_loss']:.4f}", f"{r['mlm_acc']:.4f}",
-                     f"{r['pseudo_perplexity']:.2f}", pair))
+                     _ppl(r), pair))
     console.table([("corpus", "bold"), ("rows", ""), ("masked", ""), ("MLM loss", ""), ("MLM acc", ""),
                    ("pseudo-ppl", ""), (f"{'pair'} acc", "")], rows)

@@ -27,6 +27,7 @@ from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.testhooks import pause_point
+from bertcli.model.finite import check_trained
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import memory
 from bertcli.train.compile import compile_blocks, compile_layers
@@ -391,6 +392,20 @@ class Trainer:
         rec["val_mlm_majority_acc"] = self.majority
         return rec
 
+    @torch.no_grad()
+    def _check_outputs(self, last: dict) -> None:
+        """Before the final save: the model's outputs on a held-back batch (the validation split's
+        first; the last training batch when there is none) are finite, else the run diverged."""
+        b = last
+        if self.data.val_dataset is not None and self.data.n_val:
+            b = self.data.collate([self.data.val_dataset[(0, i)] for i in range(min(self.micro, self.data.n_val))])
+        b = self._to_device(b)
+        self.model.eval()
+        with self.autocast():
+            out = self.model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"), b["mlm_positions"])
+        self.model.train()
+        check_trained(out, "pretraining", self.cfg.learning_rate, "--set train.learning_rate")
+
     # --------------------------------------------------------------------------- fit
     def fit(self) -> TrainResult:
         cfg, d = self.cfg, self.d
@@ -444,8 +459,10 @@ class Trainer:
                         view.record(rec)
                         result.last = rec
                     if final:
-                        # the state to resume or extend the run from, then final/: the model alone
+                        # the state to resume or extend the run from (refused when the weights are
+                        # not finite), then final/, the model alone, once its outputs are finite
                         self._save(ckpt_io.step_dir(run_dir, step))
+                        self._check_outputs(batches[-1])
                         result.checkpoint = self._save_final(run_dir / "final")
                     elif stopping:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))

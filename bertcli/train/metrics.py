@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rich.progress import ProgressColumn
 from rich.text import Text
 
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.fs import write_text_atomic
 from bertcli.core.paths import saving
 
@@ -64,7 +64,7 @@ def to_json_line(record: dict) -> str:
     if bad:
         record = {**{k: (None if k in bad else v) for k, v in record.items() if k != "nonfinite"},
                   "nonfinite": sorted(set(bad) | set(record.get("nonfinite") or ()))}
-    return json.dumps(record, allow_nan=False) + "\n"
+    return jsonout.dumps(record) + "\n"
 
 
 def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:

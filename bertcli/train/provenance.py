@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
 
@@ -44,7 +45,7 @@ def content_sha256(directory: Path | str, patterns: Iterable[str]) -> str:
                 h.update(chunk)
     digest = h.hexdigest()
     with contextlib.suppress(OSError):  # a read-only shared cache: hash again next time
-        write_text_atomic(cache, json.dumps({"manifest": manifest, "sha256": digest}))
+        write_text_atomic(cache, jsonout.dumps({"manifest": manifest, "sha256": digest}))
     return digest
 
 

@@ -8,12 +8,12 @@ not_entailment; the binary tasks and WNLI: 0/1), STS-B scores clipped to [0, 5].
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from bertcli.core import jsonout
 from bertcli.core.fs import write_text_atomic as write_text
 from bertcli.finetune.classification.labels import LabelSpec
 
@@ -39,4 +39,4 @@ def write_predictions(path: Path, ids: Sequence[str], values: Sequence[str]) -> 
 
 
 def write_json(path: Path, obj: object) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    return write_text(path, jsonout.dumps(obj, indent=2, ensure_ascii=False) + "\n")

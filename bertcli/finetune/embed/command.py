@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from bertcli.config.options import EncodingOpt, num_option
+from bertcli.config.sections import EmbedConfig  # pure data: the flag shares its declared range
 from bertcli.core.errors import UserError
 from bertcli.finetune.command import TaskCommand
 
@@ -33,7 +34,7 @@ def embed_options(
     normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings."),
     symmetric: bool | None = typer.Option(None, "--symmetric/--one-way",
                                           help="In-batch negatives both ways (anchor->positive and back)."),
-    mini_batch_size: int | None = num_option(None, "--mini-batch-size", ge=1,
+    mini_batch_size: int | None = num_option(None, "--mini-batch-size", of=(EmbedConfig, "mini_batch_size"),
                                              help="GradCache: texts per forward pass (the loss still sees the whole batch)."),
     encoding: str | None = EncodingOpt,
 ) -> None:

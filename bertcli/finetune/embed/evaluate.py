@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.machine import use_threads
 from bertcli.finetune.embed.retrieval import evaluate_retrieval, read_beir
 from bertcli.finetune.embed.serving import load_encoder
 from bertcli.finetune.embed.sts import evaluate_sts, read_sts
 from bertcli.finetune.featurizer import truncating
+from bertcli.model.finite import require_finite_outputs
 from bertcli.model.pooling import Pooling, parse_mode
 from bertcli.model.sentence import Source, resolve
 from bertcli.tokenization.load import load_tokenizer
@@ -101,6 +102,8 @@ class Embedder:
                 ids, mask, types = self._batch([encs[i].ids for i in chunk], [encs[i].type_ids for i in chunk])
                 hidden = self.encoder(ids, mask, types).padded()                 # [B, T, H]
                 vec = self.pooling(hidden.float(), mask)                           # [B, H]
+                if self.source is not None:      # serving; a model in training is checked before it is saved
+                    require_finite_outputs(vec, self.source.checkpoint, "embeddings")
                 out[chunk] = vec.cpu().numpy()
         return out
 
@@ -155,9 +158,7 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
 
 def render(result: dict, as_json: bool = False) -> None:
     if as_json:
-        import json
-
-        console.out.print(json.dumps(result, indent=2), markup=False)
+        console.out.print(jsonout.dumps(result, indent=2), markup=False)
         return
     m = result["model"]
     console.summary("embedding model", [(k, v) for k, v in m.items()])
