@@ -138,10 +138,12 @@ def test_score_name_is_read_off_the_runs():
 def test_seeds_and_rates_parse_or_say_why():
     assert parse_seeds("3", 42) == [42, 43, 44] and parse_seeds("1,7,42", 0) == [1, 7, 42]
     assert parse_rates("5e-5,3e-5") == [5e-5, 3e-5] and parse_rates("auto") is None and parse_rates("2e-5") == [2e-5]
-    for bad in ("0", "1,1", "a,b", "-1,2", "1.5"):
+    for bad in ("0", "1,1", "a,b", "-1,2", "1.5", "1e308", "10001", "1,4294967296"):
         with pytest.raises(UserError, match="--seeds"):
             parse_seeds(bad, 42)
-    for bad in ("5e-5,x", "0,1e-5", "1e-5,1e-5", "nan"):
+    with pytest.raises(UserError, match="--seeds"):
+        parse_seeds("2", 4294967295)                     # the second seed would pass numpy's largest
+    for bad in ("5e-5,x", "0,1e-5", "1e-5,1e-5", "nan", "inf", "1e308", "3e-5,11"):
         with pytest.raises(UserError, match="--lr"):
             parse_rates(bad)
 
@@ -228,29 +230,44 @@ def test_killed_sweep_resumes_with_the_uninterrupted_figures(task, tmp_path):
     assert _json(cut / "results.json")["sweep"] == a
 
 
-def test_diverged_run_is_counted_and_the_sweep_goes_on(task, tmp_path):
-    """lr 1e30 diverges (Diverged after 20 non-finite steps): its run is recorded as diverged, 1 of
-    1, and cannot be chosen; the next rate runs and is chosen."""
+def test_diverged_run_is_counted_and_the_sweep_goes_on(task, tmp_path, monkeypatch):
+    """A run that diverges (errors.Diverged, raised by the engine: here by its fit at lr 5, since
+    every rate above 10 is refused before work and a tiny model does not reliably diverge below)
+    is recorded as diverged, 1 of 1, and cannot be chosen; the next rate runs and is chosen."""
+    from bertcli import api
+    from bertcli.config.options import SweepArgs
+    from bertcli.core.errors import Diverged
+    from bertcli.finetune import engine
+
+    real_fit = engine.fit
+
+    def fit(model, ft_task, *a, **kw):
+        if ft_task.hyper.learning_rate == 5.0:
+            raise Diverged("training diverged at learning rate 5 (a test's stand-in)")
+        return real_fit(model, ft_task, *a, **kw)
+
+    monkeypatch.setattr(engine, "fit", fit)
+    options = dict(train=task / "train.csv", dev=task / "dev.csv", test=task / "test.csv")
+    overrides = ["finetune.epochs=3", "finetune.max_seq_length=16", "finetune.batch_size=8", "finetune.dropout=0",
+                 "finetune.threads=1"]
     out = tmp_path / "o"
-    r = run_cli(*_classify(task, out, "--lr", "1e30,1e-2", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
-    assert r.rc == 0, r.output
-    assert "counted as diverged, the sweep goes on" in r.output
+    api.finetune("classify", task / "ckpt", out=out, overrides=overrides, sweep=SweepArgs("1", [5.0, 1e-2]), **options)
     entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
-    assert entry["by_lr"]["1e+30"]["failed"] == {"diverged": 1, "chance": 0}
+    assert entry["by_lr"]["5.0"]["failed"] == {"diverged": 1, "chance": 0}
     assert entry["runs"][0]["status"] == "diverged" and entry["runs"][0]["score"] is None
     assert entry["chosen_lr"] == 1e-2 and entry["kept"]["dir"] == "lr-0.01/seed-42"
-    assert "diverged" in _json(out / "lr-1e+30" / "seed-42" / "results.json")
+    assert "diverged" in _json(out / "lr-5.0" / "seed-42" / "results.json")
 
     # --force replaces that sweep by another (only what bertcli's markers list goes)
     (out / "notes.txt").write_text("mine")
-    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1"), cwd=tmp_path, env=ONE_THREAD)
-    assert_user_error(r, "already holds an earlier result")
-    r = run_cli(*_classify(task, out, "--lr", "1e30", "--seeds", "1", "--force"), cwd=tmp_path, env=ONE_THREAD)
-    assert r.rc == 0, r.output
+    with pytest.raises(UserError, match="already holds an earlier result"):
+        api.finetune("classify", task / "ckpt", out=out, overrides=overrides, sweep=SweepArgs("1", [5.0, 6.0]), **options)
+    api.finetune("classify", task / "ckpt", out=out, overrides=overrides, sweep=SweepArgs("1", [5.0, 6.0]), force=True,
+                 **options)
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "notes.txt", "results.json", "seed-42", "sweep.json"]
+        "lr-5.0", "lr-6.0", "notes.txt", "results.json", "sweep.json"]
     entry = _json(out / "results.json")["sweep"]["tasks"]["classify"]
-    assert entry["chosen_lr"] is None and entry["kept"] is None and entry["runs"][0]["status"] == "diverged"
+    assert entry["by_lr"]["5.0"]["failed"]["diverged"] == 1 and entry["runs"][0]["status"] == "diverged"
 
 
 def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):

@@ -4,9 +4,7 @@ they cannot disagree."""
 
 from __future__ import annotations
 
-import json
-
-from bertcli.core import console
+from bertcli.core import console, jsonout
 
 MNLI_MARK = "†"
 
@@ -14,7 +12,7 @@ MNLI_MARK = "†"
 def render(card: dict, fmt: str = "table") -> None:
     """fmt: table, markdown or json."""
     if fmt == "json":
-        console.out.print(json.dumps({"compare": card}, indent=2, allow_nan=False), markup=False)
+        console.out.print(jsonout.dumps({"compare": card}, indent=2), markup=False)
         return
     (cell_head, cell_rows), (pair_head, pair_rows) = _figures(card), _pairs(card)
     lines = [_figures_title(card), _pairs_title(card)]

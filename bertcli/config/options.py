@@ -19,6 +19,7 @@ from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 
 NUM_FLAGS: set[str] = set()
+MAX_RUNS = 10_000          # --seeds N: runs of one sweep (each a whole fine-tuning run)
 
 SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
 EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
@@ -132,11 +133,12 @@ def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
             raise UserError(f"--seeds {text!r} is neither a count nor a comma list of integers",
                             where="the command line", fix=fix) from None
         if "," not in text:
-            if values[0] < 1:
-                raise UserError(f"--seeds {text}: a count of seeds must be at least 1", where="the command line", fix=fix)
-            return list(range(first, first + values[0]))
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values) or not values:
-        raise UserError(f"--seeds {spec!r}: seeds are integers of at least 0", where="the command line", fix=fix)
+            if not 1 <= values[0] <= MAX_RUNS:
+                raise UserError(f"--seeds {text}: a count of seeds must be from 1 to {MAX_RUNS:,}", where="the command line",
+                                fix=fix)
+            values = list(range(first, first + values[0]))
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED for v in values) or not values:
+        raise UserError(f"--seeds {spec!r}: seeds are integers from 0 to {MAX_SEED}", where="the command line", fix=fix)
     if len(set(values)) != len(values):
         raise UserError(f"--seeds {spec!r} names a seed twice", where="the command line",
                         fix="give each seed once (a repeated seed repeats the same run)")
