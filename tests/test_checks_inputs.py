@@ -92,3 +92,44 @@ def test_a_null_sentence_bert_config_is_one_message_in_every_command(st_model, t
     assert r.stderr.count("error:") == 1
     assert_kept(before, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["in.txt", "model", "pairs.tsv"]
+
+
+# ------------------------------------------------------------------- NUL bytes: UTF-16 without a BOM
+def test_nul_bytes_name_the_offset_and_the_encoding(tmp_path):
+    from bertcli.config.sections import CorpusConfig
+    from bertcli.corpus.readers import line_options
+    from bertcli.io.text import LineOptions, read_all, read_lines
+
+    le, be = tmp_path / "le.txt", tmp_path / "be.txt"
+    le.write_bytes("first line\nsecond\n".encode("utf-16-le"))
+    be.write_bytes("ok\n".encode("utf-16-be"))
+    for path, offset, line, codec in ((le, 1, 1, "utf-16-le"), (be, 0, 1, "utf-16-be")):
+        for read in (lambda o, p=path: list(read_lines(p, o)), lambda o, p=path: read_all(p, o)):
+            with pytest.raises(UserError) as e:
+                read(LineOptions())
+            assert f"NUL byte at byte offset {offset} (line {line})" in e.value.what
+            assert e.value.where == f"{path}:{line}" and f"--encoding {codec}" in e.value.fix
+    with pytest.raises(UserError) as e:                 # the corpus has no --encoding: convert it
+        list(read_lines(le, line_options(CorpusConfig(encoding_errors="skip"))))
+    assert "--encoding" not in e.value.fix and "iconv -f UTF-16LE -t UTF-8" in e.value.fix
+    assert [t for _, t in read_lines(le, LineOptions(encoding="utf-16-le"))] == ["first line", "second"]
+
+
+@pytest.mark.parametrize("command", ["embed", "predict"])
+def test_a_utf16_text_file_without_a_bom_is_refused(st_model, tmp_path, cli, command):
+    (tmp_path / "in.txt").write_bytes("a first text\na second text\n".encode("utf-16-le"))
+    before = snapshot(tmp_path)
+    r = cli(command, "-c", st_model, "-i", "in.txt", "-o", "out.npy" if command == "embed" else "out.jsonl")
+    assert_user_error(r, "in.txt:1", "NUL byte at byte offset 1 (line 1)", "UTF-16-LE without a byte-order mark",
+                      "--encoding utf-16-le")
+    assert r.stderr.count("error:") == 1
+    assert_kept(before, tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["in.txt"]
+    out = "out.npy" if command == "embed" else "out.jsonl"
+    assert cli(command, "-c", st_model, "-i", "in.txt", "-o", out, "--encoding", "utf-16-le").rc == 0
+    if command == "predict":                            # two texts, not three (the last one a NUL)
+        assert len((tmp_path / out).read_text().splitlines()) == 2
+    else:
+        import numpy as np
+
+        assert np.load(tmp_path / out).shape[0] == 2
