@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bertcli.config.recipe import check_purpose, load_recipe
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
-from bertcli.core.outputs import writing
+from bertcli.core.outputs import check_recipe_work_dirs, writing
 from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
@@ -95,6 +95,7 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
         check_purpose(r, command)
     if writes:
         check_recipe_outputs(r)
+        check_recipe_work_dirs(r)
     return r
 
 
