@@ -11,6 +11,7 @@ traceback, and every file of the user's unchanged byte for byte.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -133,3 +134,153 @@ def test_a_utf16_text_file_without_a_bom_is_refused(st_model, tmp_path, cli, com
         import numpy as np
 
         assert np.load(tmp_path / out).shape[0] == 2
+
+
+# ------------------------------------------------------------------------------- evaluate
+@pytest.fixture(scope="module")
+def ev(tmp_path_factory):
+    """Three transformers checkpoints of one BERT: with both pretraining heads, with the MLM head
+    only, and the bare encoder; a held-out file of one text per line (no blank line: 1 document)."""
+    from continue_fixtures import general_documents, hf_checkpoint
+
+    root = tmp_path_factory.mktemp("evaluate")
+    texts = [s for d in general_documents(60) for s in d]
+    made = {arch: hf_checkpoint(root / arch, "bert", texts, arch) for arch in ("pretraining", "mlm", "base")}
+    (root / "lines.txt").write_text("\n".join(texts[:80]) + "\n", encoding="utf-8")
+    return {**made, "lines": root / "lines.txt"}
+
+
+def _work(tmp_path, ev, *names):
+    """Copies of the fixture's inputs in tmp_path (a refusal must leave them byte for byte)."""
+    for name in names:
+        src = ev[name]
+        (shutil.copytree if src.is_dir() else shutil.copyfile)(src, tmp_path / src.name)
+    return snapshot(tmp_path)
+
+
+def test_evaluate_at_its_defaults_follows_the_checkpoints_heads(ev, tmp_path, cli):
+    """An MLM-only checkpoint on one text per line: single-text rows (no pair head to score
+    pairs), exit 0, no NumPy warning; a checkpoint with NSP asks for pairs, which one document
+    cannot give: the message names --objective, never the recipe key."""
+    _work(tmp_path, ev, "mlm", "pretraining", "lines")
+    r = cli("evaluate", "-c", "mlm", "--corpus", "lines.txt", "--cache", "cache", "--pppl-rows", "2", "--json")
+    assert r.rc == 0, r.output
+    res = json.loads(r.stdout)["corpora"][0]
+    assert res["objective"] == "none" and res["pair_acc"] is None and res["masked"] > 50
+    assert "Warning" not in r.stderr and "not writable" not in r.stderr, r.stderr
+    before = snapshot(tmp_path)
+    for ckpt, more in (("pretraining", ()), ("mlm", ("--objective", "nsp"))):
+        r = cli("evaluate", "-c", ckpt, "--corpus", "lines.txt", "--cache", "cache", *more)
+        assert_user_error(r, "too small for NSP", "where: --corpus lines.txt: --objective",
+                          "--objective sop", "--objective none")
+        assert "data.objective" not in r.output and r.stderr.count("error:") == 1
+    assert_kept(before, tmp_path)
+    # another family's layout names the flag too, before the model is read
+    r = cli("evaluate", "-c", "mlm", "--corpus", "lines.txt", "--cache", "cache", "--objective", "sop")
+    assert_user_error(r, "--objective sop does not fit the checkpoint: a bert model pairs rows for NSP",
+                      "--objective nsp or --objective none")
+    assert "data.objective" not in r.output and "threads:" not in r.output
+    assert_kept(before, tmp_path)
+
+
+def test_sop_on_single_sentence_documents_names_evaluates_flag(tmp_path):
+    """The data check's fix lines as evaluate's recipe names them: its flag, and no recipe key
+    it cannot set (corpus.sources[].layout); pretrain's recipe keeps the keys."""
+    from bertcli.config.recipe import load_recipe
+    from bertcli.data.checks import check_tokenized
+
+    info = {"train": {"corpus_tokens": 10, "corpus_documents": 3, "documents": 3, "multi_sentence_documents": 0}}
+    recipe = load_recipe("albert-tiny", [])
+    with pytest.raises(UserError) as e:
+        check_tokenized(recipe, info)
+    assert "data.objective sop pairs" in e.value.what and "corpus.sources[].layout: documents" in e.value.fix
+    assert "data.objective: none" in e.value.fix
+    recipe.flags, recipe.source = {"data.objective": "--objective"}, "--corpus x.txt"
+    with pytest.raises(UserError) as e:
+        check_tokenized(recipe, info)
+    assert "--objective sop pairs" in e.value.what and e.value.where == "--corpus x.txt: --objective"
+    assert "--objective none" in e.value.fix and "corpus." not in e.value.fix and "data." not in e.value.fix
+
+
+def test_evaluate_refuses_a_checkpoint_without_an_mlm_head(ev, tmp_path, cli):
+    from bertcli.model.checkpoint import missing_heads
+
+    assert [missing_heads(ev[a]) for a in ("pretraining", "mlm", "base")] == [set(), {"pair"}, {"mlm", "pair"}]
+    before = _work(tmp_path, ev, "base", "lines")
+    r = cli("evaluate", "-c", "base", "--corpus", "lines.txt", "--cache", "cache")
+    assert_user_error(r, "the checkpoint base has no MLM head", "initialized at random",
+                      "pretrain --init-from base", "finetune's own scores")
+    assert r.stderr.count("error:") == 1 and "initialized fresh" not in r.output
+    assert_kept(before, tmp_path)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_missing_heads_by_family(tmp_path):
+    from continue_fixtures import general_documents, hf_checkpoint
+
+    from bertcli.model.checkpoint import missing_heads
+
+    texts = [s for d in general_documents(20) for s in d]
+    for family, arch, want in (("roberta", "mlm", set()), ("roberta", "base", {"mlm"}), ("albert", "pretraining", set()),
+                               ("modernbert", "mlm", set()), ("modernbert", "base", {"mlm"})):
+        path = hf_checkpoint(tmp_path / f"{family}-{arch}", family, texts, arch)
+        assert missing_heads(path) == want, (family, arch)
+
+
+def test_evaluate_of_a_utf16_corpus_names_the_encoding(ev, tmp_path, cli):
+    before = _work(tmp_path, ev, "pretraining")
+    (tmp_path / "u16.txt").write_bytes(ev["lines"].read_text(encoding="utf-8").encode("utf-16-le"))
+    before = snapshot(tmp_path)
+    r = cli("evaluate", "-c", "pretraining", "--corpus", "u16.txt", "--cache", "cache")
+    assert_user_error(r, "u16.txt holds a NUL byte at byte offset 1 (line 1)", "UTF-16-LE without a byte-order mark",
+                      "iconv -f UTF-16LE -t UTF-8 u16.txt")
+    assert "too small" not in r.output and r.stderr.count("error:") == 1
+    assert_kept(before, tmp_path)
+
+
+@pytest.mark.parametrize("cache", ["mlm", "mlm/stages", "corpus/stages", "corpus"])
+def test_evaluate_cache_inside_an_input_is_refused_before_work(ev, tmp_path, cli, cache):
+    _work(tmp_path, ev, "mlm")
+    (tmp_path / "corpus").mkdir()
+    shutil.copyfile(ev["lines"], tmp_path / "corpus" / "held.txt")
+    before = snapshot(tmp_path)
+    r = cli("evaluate", "-c", "mlm", "--corpus", "corpus", "--cache", cache)
+    what = "is" if "/" not in cache else "lies inside"
+    assert_user_error(r, f"--cache {cache} {what} the input", "choose another --cache")
+    assert r.stderr.count("error:") == 1 and "threads:" not in r.stderr        # before the model is read
+    assert_kept(before, tmp_path)
+    assert snapshot(tmp_path) == before                                         # nothing added either
+
+
+# ------------------------------------------------------------------- pretrain: output_dir / cache_dir
+@pytest.mark.parametrize("sets,key", [(("output_dir=run",), "output_dir run holds the input run/final"),
+                                      (("output_dir=out", "cache_dir=run/final"), "cache_dir run/final is the input"),
+                                      (("output_dir=run/final/next",), "output_dir run/final/next lies inside"),
+                                      (("output_dir=out", "cache_dir=corpus/stages"), "cache_dir corpus/stages lies "
+                                                                                      "inside the input corpus")])
+def test_pretrain_writes_no_stage_or_run_into_its_inputs(ev, tmp_path, cli, sets, key):
+    """--init-from a run's final/ with output_dir that run (where --force would replace final/),
+    and caches in the checkpoint or the corpus folder: refused before any work."""
+    shutil.copytree(ev["pretraining"], tmp_path / "run" / "final")
+    (tmp_path / "corpus").mkdir()
+    shutil.copyfile(ev["lines"], tmp_path / "corpus" / "held.txt")
+    before = snapshot(tmp_path)
+    r = cli("pretrain", "-r", "continue-tiny", "--init-from", "run/final", "--set", "corpus.sources=[corpus]",
+            *[x for s in sets for x in ("--set", s)], "--force")
+    assert_user_error(r, key)
+    assert r.stderr.count("error:") == 1
+    assert snapshot(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------- distill
+def test_distill_with_every_loss_weight_zero_is_refused(ev, tmp_path, cli):
+    from safety_helpers import write_classify
+
+    train, dev = write_classify(tmp_path / "data")
+    before = snapshot(tmp_path)
+    r = cli("distill", "-c", ev["pretraining"], "--task", "classify", "--train", train, "--dev", dev, "--out", "out",
+            "--set", "finetune.distill.soft_weight=0", "--set", "finetune.distill.hard_weight=0")
+    assert_user_error(r, "every distillation loss weight is 0", "soft_weight 0, hard_weight 0, hidden_weight 0",
+                      "where: finetune.distill", "--set finetune.distill.soft_weight=0.5")
+    assert r.stderr.count("error:") == 1
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()

@@ -73,6 +73,12 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
         if not Path(corpus).exists():
             raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
     check_work_dir(s.cache, corpora, "--cache", [checkpoint])
+    family, pairs = read_config(checkpoint).family, read_config(checkpoint).spec.pair_head
+    if s.objective not in (None, "none", pairs):
+        shown = "has no pair head" if pairs == "none" else f"pairs rows for {pairs.upper()}"
+        raise UserError(f"--objective {s.objective} does not fit the checkpoint: a {family} model {shown}",
+                        where="--objective", fix=" or ".join(f"--objective {o}" for o in dict.fromkeys((pairs, "none")))
+                        + " (or leave it out: rows follow the checkpoint's heads)")
     import torch
 
     from bertcli.data.collator import PretrainCollator
