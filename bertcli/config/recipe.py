@@ -93,7 +93,8 @@ class Recipe:
         return f"{self.flags[key]} {value}" if key in self.flags else None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("source", "flags")}
+        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)

@@ -67,6 +67,11 @@ class LineOptions:
     encoding_flag: str | None = "--encoding"   # the flag that names an encoding; None: the command has none
 
 
+# The commands without --encoding (evaluate-embed, finetune glue): their fix lines offer conversion only.
+NO_ENCODING_FLAG = LineOptions(fix="as this command reads UTF-8 (or UTF-16 with a byte-order mark) only",
+                               encoding_flag=None)
+
+
 def suffix(p: Path) -> tuple[str, str]:
     """(format suffix, compression suffix), e.g. ('.jsonl', '.gz') for x.jsonl.gz."""
     suffixes = [s.lower() for s in Path(p).suffixes]
