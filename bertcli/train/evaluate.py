@@ -65,20 +65,27 @@ def _yaml_str(p) -> str:
     return json.dumps(str(p))
 
 
-def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
-    checkpoint = Path(checkpoint)
+def _check_inputs(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> None:
+    """Before torch and the model load: the corpora exist, the cache writes into none of the
+    inputs, and an --objective is the checkpoint family's layout (or none)."""
     if not corpora:
         raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
-    for corpus in corpora:                       # every input before torch and the model load
+    for corpus in corpora:
         if not Path(corpus).exists():
             raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
     check_work_dir(s.cache, corpora, "--cache", [checkpoint])
-    family, pairs = read_config(checkpoint).family, read_config(checkpoint).spec.pair_head
+    config = read_config(checkpoint)
+    family, pairs = config.family, config.spec.pair_head
     if s.objective not in (None, "none", pairs):
         shown = "has no pair head" if pairs == "none" else f"pairs rows for {pairs.upper()}"
         raise UserError(f"--objective {s.objective} does not fit the checkpoint: a {family} model {shown}",
                         where="--objective", fix=" or ".join(f"--objective {o}" for o in dict.fromkeys((pairs, "none")))
                         + " (or leave it out: rows follow the checkpoint's heads)")
+
+
+def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
+    checkpoint = Path(checkpoint)
+    _check_inputs(checkpoint, corpora, s)
     import torch
 
     from bertcli.data.collator import PretrainCollator
