@@ -29,7 +29,7 @@ from bertcli.config.recipe import check_purpose, load_recipe
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
-from bertcli.core.outputs import writing
+from bertcli.core.outputs import check_recipe_work_dirs, writing
 from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.core.testhooks import stop_point
 from bertcli.export.features import extract_features
@@ -98,6 +98,7 @@ def load(recipe: PathLike | None = None, overrides: Overrides = None, command: C
         check_purpose(r, command)
     if writes:
         check_recipe_outputs(r)
+        check_recipe_work_dirs(r)
     stop_point("recipe")
     return r
 

@@ -565,9 +565,17 @@ def _stopping(callback):
     return command
 
 
+def _summary(doc: str) -> str | None:
+    """A command's first paragraph with its line breaks made spaces. The command lists of
+    `bertcli --help` and `bertcli finetune --help` print it as written (typer's rich mode keeps
+    single newlines there, though not on the command's own page), so a docstring wrapped at 100
+    columns broke there mid-sentence."""
+    return " ".join(doc.split("\n\n")[0].split()) or None
+
+
 def _plain_help(*apps: typer.Typer) -> None:
-    """Give every option a metavar (_METAVARS, _KINDS) and every command and group the class
-    whose --help shows no type."""
+    """Give every option a metavar (_METAVARS, _KINDS), every command and group the class whose
+    --help shows no type, and every command its summary on one line (_summary)."""
     for a in apps:
         a.info.cls = _Group   # the group's own --help (the callback's cls would override it)
         callbacks = [a.registered_callback.callback] if a.registered_callback and a.registered_callback.callback else []
@@ -575,6 +583,8 @@ def _plain_help(*apps: typer.Typer) -> None:
             a.registered_callback.cls = _Group
         for command in a.registered_commands:
             command.cls = _Command
+            if command.short_help is None:
+                command.short_help = _summary(command.help or inspect.getdoc(command.callback) or "")
             if command.callback is not None and not hasattr(command.callback, "_bertcli_stop"):
                 command.callback = _stopping(command.callback)
         for callback in [*callbacks, *(c.callback for c in a.registered_commands if c.callback)]:

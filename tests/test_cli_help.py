@@ -92,3 +92,26 @@ def test_help_shows_no_type_noise(env, command):
         assert re.search(r"--force {10,}Replace an existing --out file", text), text   # a flag has no type
     if command == ["pretrain"]:
         assert re.search(r"--set +-s +KEY=VALUE", text) and re.search(r"--recipe +-r +NAME\|FILE", text), text
+
+
+@pytest.mark.parametrize("group", [[], ["finetune"]])
+def test_command_lists_break_no_summary_mid_sentence(group):
+    """Every command's summary (its docstring's first paragraph, wrapped at 100 columns in the
+    source) is one line in the list at 400 columns, where each fits: no line of it ends where the
+    docstring's line did ("SIGINT / SIGTERM" then "save a checkpoint"); and at 80 its rows read
+    as the summary."""
+    from bertcli.cli import _summary, app, finetune_app
+
+    commands = (finetune_app if group else app).registered_commands
+    summaries = [_summary(c.help or c.callback.__doc__ or "") for c in commands]
+    assert len(summaries) >= 5 and all(summaries)
+    assert max(map(len, summaries)) < 350
+    wide = run_cli(*group, "--help", env={"COLUMNS": "400"})
+    assert wide.rc == 0, wide.output
+    for s in summaries:
+        assert s in wide.stdout, s                 # a line break inside would split it
+    narrow = run_cli(*group, "--help", env=PIPE)
+    rows = [ln.strip("│ ").rstrip() for ln in narrow.stdout.splitlines() if ln.startswith("│")]
+    joined = " ".join(" ".join(r.split()) for r in rows)
+    for s in summaries:
+        assert s in joined, s                      # the rows of one command read as its summary

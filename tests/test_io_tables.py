@@ -203,7 +203,7 @@ def test_the_bound_is_the_corpus_default():
 def test_utf16_without_a_bom_is_not_guessed(tmp_path):
     p = tmp_path / "le.txt"
     p.write_bytes("caf\xe9\n".encode("utf-16-le"))
-    with pytest.raises(UserError, match="not valid UTF-8"):
+    with pytest.raises(UserError, match="NUL byte at byte offset 1 .*UTF-16-LE without a byte-order mark"):
         list(read_lines(p))
     assert [t for _, t in read_lines(p, LineOptions(encoding="utf-16-le"))] == ["caf\xe9"]
 

@@ -67,6 +67,9 @@ class Recipe:
 
     # Where the recipe came from, for messages (not a recipe field).
     source: str = field(default="<defaults>", metadata={"internal": True}, repr=False, compare=False)
+    # How the command that built this recipe names the keys it lets the user set (evaluate:
+    # {"data.objective": "--objective"}); None: the recipe's own keys, as pretrain reads them.
+    flags: dict[str, str] | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
 
     @property
     def out(self) -> Path:
@@ -76,8 +79,22 @@ class Recipe:
     def cache(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else self.out
 
+    def corpus_paths(self) -> list[Path]:
+        """The local files and folders the corpus reads (builtin, hub names and globs are no path)."""
+        return [Path(s.path) for s in self.corpus.sources if s.format not in ("hub", "builtin")
+                and s.path != "builtin" and Path(s.path).exists()]
+
+    def setting(self, key: str, value: object) -> str | None:
+        """How the user sets `key` to `value` with this command, for a fix line: "data.objective:
+        none" in a recipe, "--objective none" on a command with that flag, None where the command
+        has no way to set it."""
+        if self.flags is None:
+            return f"{key}: {value}"
+        return f"{self.flags[key]} {value}" if key in self.flags else None
+
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "source"}
+        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)

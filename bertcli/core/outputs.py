@@ -148,6 +148,30 @@ def check_not_input(out: Path, inputs: Iterable, key: str = "--out", file_output
                             "file of the model", where=str(out), fix=f"choose another {key}, outside {directory}")
 
 
+def check_work_dir(out: Path, inputs: Iterable, key: str, checkpoints: Iterable = ()) -> None:
+    """A directory a command fills with its stages or its run (a cache, pretrain's output_dir) is
+    no input and lies inside none: its corpus-*/, tokenizer-*/ and data-*/ folders would become
+    part of the checkpoint, or of a corpus folder read the next time. Nor does it hold a
+    checkpoint the command reads (pretrain --force replaces final/ and checkpoints/ there)."""
+    check_not_input(out, checkpoints, key)
+    target = _resolved(out)
+    for given in [p for p in (*inputs, *checkpoints) if p is not None]:
+        src = _resolved(given)
+        if target == src or (src.is_dir() and _inside(target, src)):
+            how = "is" if target == src else "lies inside"
+            raise UserError(f"{key} {out} {how} the input {given}: the command would write its stages into what "
+                            "it reads", where=str(out), fix=f"choose another {key}, outside the inputs")
+
+
+def check_recipe_work_dirs(recipe, out_key: str = "output_dir", cache_key: str = "cache_dir") -> None:
+    """check_work_dir for a recipe's output_dir and cache_dir, against its corpus sources and
+    model.init_from (`out_key` / `cache_key`: the names the command gives them, e.g. --cache)."""
+    init = [recipe.model.init_from] if recipe.model.init_from else []
+    check_work_dir(recipe.out, recipe.corpus_paths(), out_key, init)
+    if recipe.cache != recipe.out:
+        check_work_dir(recipe.cache, recipe.corpus_paths(), cache_key, init)
+
+
 def check_output_dir(out: Path, force: bool, inputs: Iterable = (), key: str = "--out",
                      what: str = "the output directory") -> Path:
     """Before any work: `out` is a new or empty directory, or one an earlier bertcli run marked

@@ -125,6 +125,7 @@ def file_format(src: SourceConfig, p: Path) -> str:
 def line_options(cfg: CorpusConfig) -> LineOptions:
     """The shared line reader's options for a corpus: its bound and its encoding_errors mode."""
     return LineOptions(max_line_bytes=cfg.max_line_bytes, errors=cfg.encoding_errors, fix=_ENCODING_FIX,
+                       encoding_flag=None,
                        limit_fix="put one sentence (layout: sentences) or one document (layout: documents) per "
                                  "line; if lines this long are intended, raise corpus.max_line_bytes")
 

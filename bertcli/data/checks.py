@@ -48,27 +48,41 @@ def check_tokenizer(recipe: Recipe, tok) -> None:
                         where=str(tok.path))
 
 
+def _alternatives(recipe: Recipe, *settings: tuple[str, object]) -> str:
+    """The settings a fix line may offer, as the running command spells them (its flags, or
+    the recipe's keys); those it cannot set are left out."""
+    said = [s for s in (recipe.setting(k, v) for k, v in settings) if s]
+    return " or ".join(said)
+
+
 def check_tokenized(recipe: Recipe, info: dict, built: bool = False) -> None:
     """After tokenizing (and, with `built`, after building): a corpus the objective can use."""
-    d, where = recipe.data, f"{recipe.source}: data.objective"
+    d = recipe.data
+    key = (recipe.flags or {}).get("data.objective", "data.objective")     # evaluate's --objective
+    where = f"{recipe.source}: {key}"
     t = info["train"]
     if not built:
         if t["corpus_tokens"] == 0:
             raise UserError(f"the training documents ({t['corpus_documents']:,}) contain no token",
                             where=f"{recipe.source}: corpus", fix="check the corpus sources")
         if d.objective in ("nsp", "sop") and t["multi_sentence_documents"] == 0:
+            layout = _alternatives(recipe, ("corpus.sources[].layout", "documents"), ("corpus.sentence_split", "always"))
+            none = recipe.setting("data.objective", "none")
             raise UserError(
-                f"every training document ({t['documents']:,}) has a single sentence, and data.objective "
-                f"{d.objective} pairs consecutive sentences of one document (0 documents have 2 or more)",
+                f"every training document ({t['documents']:,}) has a single sentence, and {key} {d.objective} "
+                "pairs consecutive sentences of one document (0 documents have 2 or more)",
                 where=where,
                 fix="give documents of several sentences: Google's format is one sentence per line with a "
-                    "blank line between documents; for one document per line use corpus.sources[].layout: "
-                    "documents or corpus.sentence_split: always; or use data.objective: none")
+                    "blank line between documents" + (f"; for one document per line use {layout}" if layout else "")
+                    + (f"; or use {none} (MLM only)" if none else ""))
         if d.objective == "nsp" and t["documents"] < 2:
+            other = _alternatives(recipe, ("data.objective", "sop"))
+            none = recipe.setting("data.objective", "none")
             raise UserError(
                 f"the corpus is too small for NSP: {t['documents']} training document, and a random "
                 "next sentence must come from another document", where=where,
-                fix="add documents (at least 2; many more for a useful model), or use data.objective: sop")
+                fix="add documents (at least 2; many more for a useful model)"
+                    + (f", or use {other} (or {none}: MLM only)" if other else ""))
         share = t["multi_sentence_documents"] / max(1, t["documents"])
         if d.objective in ("nsp", "sop") and share < 0.5:
             console.log(f"warning: only {t['multi_sentence_documents']:,} of {t['documents']:,} training "

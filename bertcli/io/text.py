@@ -6,7 +6,8 @@
   and the file read as UTF-16; any other encoding only when the user names it (`--encoding`).
   Bytes that do not decode are one message naming the file, the byte offset and the fix
   (`iconv`, or `--encoding`), unless the caller asks to replace or skip such lines (the corpus's
-  `corpus.encoding_errors`).
+  `corpus.encoding_errors`). A NUL byte in UTF-8 text (a UTF-16 file without its byte-order
+  mark) is one message with its byte offset and the encoding to name.
 - Every line is read with a bounded `readline`: a line over `max_line_bytes` (the recipe's
   `corpus.max_line_bytes`, default 16 MiB) is an error found after reading at most that many
   bytes of it, so a 50 MB line never reaches a tokenizer or fills memory.
@@ -63,6 +64,12 @@ class LineOptions:
     fix: str = ENCODING_FIX
     limit_fix: str = ("if lines this long are intended, raise the bound (--set corpus.max_line_bytes=N on the "
                       "commands that take a recipe)")
+    encoding_flag: str | None = "--encoding"   # the flag that names an encoding; None: the command has none
+
+
+# The commands without --encoding (evaluate-embed, finetune glue): their fix lines offer conversion only.
+NO_ENCODING_FLAG = LineOptions(fix="as this command reads UTF-8 (or UTF-16 with a byte-order mark) only",
+                               encoding_flag=None)
 
 
 def suffix(p: Path) -> tuple[str, str]:
@@ -207,6 +214,8 @@ def _utf8_lines(p: Path, opts: LineOptions, stats: ReadStats, what: str) -> Iter
             if lineno == 1 and raw.startswith(UTF8_BOM):
                 raw = raw[len(UTF8_BOM):]
                 start += len(UTF8_BOM)
+            if b"\0" in raw:
+                raise nul_byte(p, start + raw.index(b"\0"), lineno, opts)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -238,6 +247,20 @@ def _raise_bad_utf8(p: Path, f: IO[bytes], lineno: int, line_start: int, e: Unic
         f"UTF-8 (line {lines}; the first bad byte is 0x{e.object[e.start]:02x} at byte offset "
         f"{line_start + e.start:,} of the file, byte {e.start + 1} of line {lineno})",
         where=f"{p}:{lineno}", fix=utf8_fix(p, opts.fix))
+
+
+def nul_byte(p: Path, offset: int, lineno: int, opts: LineOptions) -> UserError:
+    """A NUL byte in what is read as UTF-8 text: no text file holds one, so the file is almost
+    surely UTF-16 (or UTF-32) without its byte-order mark, whose every ASCII character carries a
+    NUL. Read on, each NUL would become part of a text (a "text" of one NUL after the last line),
+    so it is refused, with the byte offset and the encoding to name. An ASCII character before
+    the first NUL (an odd offset) means little-endian."""
+    codec, iconv = ("utf-16-le", "UTF-16LE") if offset % 2 else ("utf-16-be", "UTF-16BE")
+    convert = f"`iconv -f {iconv} -t UTF-8 {p} > {p.stem}.utf8{p.suffix}`"
+    fix = (f"pass {opts.encoding_flag} {codec} (or the file's real encoding), or convert it to UTF-8: {convert}"
+           if opts.encoding_flag else f"convert it to UTF-8: {convert} (or save it as UTF-16 with a byte-order mark)")
+    return UserError(f"{p.name} holds a NUL byte at byte offset {offset:,} (line {lineno}): it is not UTF-8 text, "
+                     f"most likely {codec.upper()} without a byte-order mark", where=f"{p}:{lineno}", fix=fix)
 
 
 def utf8_fix(p: Path, alternative: str = ENCODING_FIX) -> str:
@@ -287,6 +310,9 @@ def read_all(p: Path, opts: LineOptions = LineOptions(), max_bytes: int | None =
                         fix="split it, or give it as JSON lines (one record per line)")
     if codec == "utf-8" and data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM):]
+    if codec == "utf-8" and b"\0" in data:
+        at = data.index(b"\0")
+        raise nul_byte(p, at, data.count(b"\n", 0, at) + 1, opts)
     try:
         return data.decode(codec).lstrip("\ufeff")
     except UnicodeDecodeError as e:

@@ -11,7 +11,7 @@ does not describe is a UserError. Weights are read with safetensors only, never 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from bertcli.model.hf import (
 from bertcli.model.manifest import verify_checkpoint, write_manifest
 from bertcli.model.task_heads import MODELS as TASK_MODELS
 from bertcli.model.task_heads import SpanExtractor, TokenClassifier
-from bertcli.model.validate import check_checkpoint
+from bertcli.model.validate import check_checkpoint, header_shapes
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
@@ -159,7 +159,7 @@ def _legacy_name(key: str) -> str:
     return key
 
 
-def _base_prefix(state: dict[str, Tensor], spec: FamilySpec, where: str) -> str:
+def _base_prefix(state: Collection[str], spec: FamilySpec, where: str) -> str:
     base = spec.hf_prefix
     if any(k.startswith(base) for k in state):
         return base
@@ -178,6 +178,25 @@ def _gather(state: dict[str, Tensor], copies: list[tuple[str, ...]]) -> list[Ten
             return None
         out.append(state[parts[0]] if len(parts) == 1 else torch.cat([state[p] for p in parts], 0))
     return out
+
+
+def missing_heads(directory: str | Path) -> set[str]:
+    """The pretraining heads ("mlm", "pair") of which the checkpoint stores no complete copy, by
+    load_checkpoint's own name map, read from the safetensors headers (no tensor is read):
+    load_checkpoint would start them fresh, with random weights, and any figure of theirs would
+    change from run to run."""
+    directory = Path(directory)
+    c = read_config(directory)
+    stored = set(header_shapes(directory, _legacy_name))
+    wmap = weight_map(c, "pretraining", _base_prefix(stored, c.spec, str(directory / "model.safetensors")))
+    bias_alias = decoder_keys(c.spec)[1]
+
+    def complete(ours: str) -> bool:
+        if all(p in stored for parts in wmap[ours] for p in parts):
+            return True
+        return ours == "mlm.bias" and bias_alias in stored
+
+    return {head for head in ("mlm", "pair") if not all(complete(o) for o in wmap if o.startswith(head + "."))}
 
 
 def load_checkpoint(directory: str | Path, head: str = "pretraining", num_labels: int | None = None,

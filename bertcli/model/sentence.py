@@ -20,15 +20,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bertcli.config.checkpoint import read_config
+from bertcli.config.checkpoint import json_object, read_config
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
+from bertcli.io.records import json_type
 from bertcli.model.pooling import Pooling, parse_mode
 
 MODULES = "modules.json"
 ST_CONFIG = "sentence_bert_config.json"
+ST_SETTINGS = "config_sentence_transformers.json"
 POOLING_DIR, NORMALIZE_DIR = "1_Pooling", "2_Normalize"
 DEFAULT_MAX_LENGTH = 512    # capped by the model's positions; a sentence-transformers directory names its own
 # the class part of modules.json's "type": legacy (sentence_transformers.models.X) and 6.x paths
@@ -68,7 +71,7 @@ def write_sentence_dir(directory: str | Path, pooling: Pooling, max_seq_length: 
     files = {
         ST_CONFIG: {"max_seq_length": int(max_seq_length), "do_lower_case": False},
         f"{POOLING_DIR}/config.json": pooling.to_st_config(),
-        "config_sentence_transformers.json": {"similarity_fn_name": "cosine", "prompts": {},
+        ST_SETTINGS: {"similarity_fn_name": "cosine", "prompts": {},
                                               "default_prompt_name": None},
         MODULES: modules,                                          # last: its presence marks the directory
     }
@@ -80,14 +83,34 @@ def write_sentence_dir(directory: str | Path, pooling: Pooling, max_seq_length: 
 
 
 # ------------------------------------------------------------------------------------- read
-def _json(path: Path, what: str):
+def _json(path: Path, what: str, want: type = dict) -> Any:
+    """The JSON value of a sentence-transformers file, refused unless it is `want` (dict: an
+    object, list: an array): a file holding null, a number or a string is one message, not a
+    TypeError further on."""
     if not path.is_file():
         raise UserError(f"no {path.name} ({what})", where=str(path.parent),
                         fix="a sentence-transformers directory as SentenceTransformer.save() writes it")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path.name} is not valid JSON ({e})", where=str(path))
+        raise UserError(f"{path.name} is not valid JSON ({e})", where=str(path)) from None
+    if not isinstance(data, want):
+        shape = "an object ({...})" if want is dict else "an array ([...])"
+        raise UserError(f"{path.name} ({what}) holds {json_type(data)} ({data!r:.40}), not {shape}", where=str(path),
+                        fix=f"a sentence-transformers {path.name} holds a JSON {shape}, as "
+                            "SentenceTransformer.save() writes it")
+    return data
+
+
+def _optional(d: dict, key: str, kinds: tuple[type, ...], want: str, path: Path) -> Any:
+    """d[key] when present and of one of `kinds` (bool is never an int here); None when absent."""
+    if key not in d:
+        return None
+    value = d[key]
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        raise UserError(f"{key} is {json_type(value)} ({value!r:.40}), not {want}", where=str(path),
+                        fix=f"write {key} as {want}, or leave the key out")
+    return value
 
 
 def _inside(directory: Path, sub: object, where: str) -> Path:
@@ -108,7 +131,10 @@ def _kind(entry: object, where: str) -> tuple[str, object]:
         if key not in entry:
             raise UserError(f"a module entry has no {key!r} key: {entry}", where=where,
                             fix="each entry of modules.json has idx, name, path and type")
-    kind = KINDS.get(str(entry["type"]).rsplit(".", 1)[-1])
+    if not isinstance(entry["type"], str):
+        raise UserError(f"a module's type is {json_type(entry['type'])}, not a string: {entry}", where=where,
+                        fix='"type" names the module class, e.g. "sentence_transformers.models.Pooling"')
+    kind = KINDS.get(entry["type"].rsplit(".", 1)[-1])
     if kind is None:
         raise UserError(f"module {entry['type']!r} is not supported", where=where,
                         fix="bertcli reads Transformer, Pooling and (optionally) Normalize modules; "
@@ -121,9 +147,7 @@ def read_sentence_dir(directory: str | Path) -> SentenceModel:
     Transformer, then Pooling, then optionally Normalize)."""
     directory = Path(directory)
     where = str(directory / MODULES)
-    entries = _json(directory / MODULES, "the list of modules")
-    if not isinstance(entries, list):
-        raise UserError("modules.json must hold a JSON list of modules", where=where)
+    entries = _json(directory / MODULES, "the list of modules", list)
     kinds = [_kind(e, where) for e in entries]
     order = [k for k, _ in kinds]
     if order not in (["transformer", "pooling"], ["transformer", "pooling", "normalize"]):
@@ -139,34 +163,48 @@ def read_sentence_dir(directory: str | Path) -> SentenceModel:
     pooling = Pooling.from_st_config(_json(pool_dir / "config.json", "the Pooling module's config"), pool_where,
                                      normalize=len(kinds) == 3)
     max_len = _max_seq_length(encoder)
+    _check_st_config(directory)
     return SentenceModel(directory, encoder, pooling, max_len)
 
 
 def _max_seq_length(encoder: Path) -> int | None:
-    """sentence_bert_config.json's max_seq_length; else (sentence-transformers 6.x writes it
-    there) tokenizer_config.json's model_max_length when it is a real bound; else None."""
+    """sentence_bert_config.json's max_seq_length (null: it names none); else (sentence-transformers
+    6.x writes it there) tokenizer_config.json's model_max_length when it is a real bound; else None."""
     path = encoder / ST_CONFIG
-    if not path.is_file() or "max_seq_length" not in _json(path, "the Transformer module's config"):
-        tok = encoder / "tokenizer_config.json"
-        d = _json(tok, "the tokenizer's config") if tok.is_file() else None
-        n = d.get("model_max_length") if isinstance(d, dict) else None
-        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 1_000_000:   # transformers' "unset" is 1e30
-            return n
-    if not path.is_file():
-        return None
-    d = _json(path, "the Transformer module's config")
-    if not isinstance(d, dict):
-        raise UserError(f"{ST_CONFIG} must hold a JSON object", where=str(path))
-    if d.get("do_lower_case") is True:
+    d = _json(path, "the Transformer module's config") if path.is_file() else {}
+    if _optional(d, "do_lower_case", (bool,), "true or false", path):
         raise UserError("do_lower_case true (sentence-transformers lowercases texts before its tokenizer) "
                         "is not supported", where=str(path),
                         fix="set it to false when the tokenizer lowercases by itself (tokenizer.json's normalizer)")
-    n = d.get("max_seq_length")
-    if n is None:
-        return None
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise UserError(f"max_seq_length {n!r} is not a positive integer", where=str(path))
-    return n
+    if "max_seq_length" in d:
+        n = d["max_seq_length"]
+        if n is None:
+            return None
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise UserError(f"max_seq_length {n!r} is not a positive integer", where=str(path),
+                            fix="write max_seq_length as a positive integer (the longest text in tokens)")
+        return n
+    tok = encoder / "tokenizer_config.json"
+    n = json_object(tok).get("model_max_length") if tok.is_file() else None
+    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 1_000_000:   # transformers' "unset" is 1e30
+        return n
+    return None
+
+
+def _check_st_config(directory: Path) -> None:
+    """config_sentence_transformers.json, when present, by type: bertcli always compares vectors by
+    cosine and adds no prompt, so only its shape is checked (a null or a list there is refused)."""
+    path = directory / ST_SETTINGS
+    if not path.is_file():
+        return
+    d = _json(path, "the model's similarity and prompts")
+    _optional(d, "similarity_fn_name", (str, type(None)), "a similarity name or null", path)
+    prompts = _optional(d, "prompts", (dict,), "an object of prompt texts", path) or {}
+    _optional(d, "default_prompt_name", (str, type(None)), "a prompt name or null", path)
+    for name, text in prompts.items():
+        if not isinstance(text, str):
+            raise UserError(f"prompt {name!r} is {json_type(text)}, not a text", where=str(path),
+                            fix='each prompt is a JSON string, e.g. "query": "query: "')
 
 
 # ------------------------------------------------------------------------- any checkpoint

@@ -27,6 +27,7 @@ from bertcli.config.recipe import load_recipe
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.machine import use_threads
+from bertcli.core.outputs import check_work_dir
 from bertcli.data.build import ensure_data
 from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.build import ensure_tokenizer
@@ -44,41 +45,63 @@ class EvalSettings:
     threads: int | None = None            # None: the cores other jobs leave free (bertcli.core.machine)
 
 
-def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings):
-    """The recipe whose stages turn `corpus` into masked rows for `checkpoint`'s tokenizer."""
+def eval_recipe(checkpoint: Path, corpus: Path, s: EvalSettings, pair_head: bool = True):
+    """The recipe whose stages turn `corpus` into masked rows for `checkpoint`'s tokenizer. The
+    rows are pairs (the family's nsp / sop) only when asked (--objective) or when the checkpoint
+    has the trained pair head that scores them; else single texts, which any corpus gives
+    (one text per line included)."""
     c = read_config(checkpoint)
-    objective = s.objective or c.spec.pair_head   # nsp / sop / none, as data.objective spells them
+    objective = s.objective or (c.spec.pair_head if pair_head else "none")   # as data.objective spells them
     length = min(s.max_seq_length, c.max_position_embeddings - c.position_offset)
     sets = [f"output_dir={s.cache}", f"seed={s.seed}", f"model.init_from={_yaml_str(checkpoint)}",
             f"corpus.sources=[{_yaml_str(corpus)}]", "corpus.validation_fraction=0.0",
             f"data.objective={objective}", f"data.max_seq_length={length}", "data.masking=static",
             "data.dupe_factor=1", f"data.max_predictions_per_seq={max(1, round(length * 0.15))}"]
-    return load_recipe(None, sets)
+    recipe = load_recipe(None, sets)
+    recipe.source, recipe.flags = f"--corpus {corpus}", {"data.objective": "--objective"}   # its messages name the flag
+    return recipe
 
 
 def _yaml_str(p) -> str:
     return jsonout.dumps(str(p))
 
 
-def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
-    checkpoint = Path(checkpoint)
+def _check_inputs(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> None:
+    """Before torch and the model load: the corpora exist, the cache writes into none of the
+    inputs, and an --objective is the checkpoint family's layout (or none)."""
     if not corpora:
         raise UserError("no --corpus given", fix="bertcli evaluate -c DIR --corpus held_out.txt [--corpus more.txt]")
-    for corpus in corpora:                       # every input before torch and the model load
+    for corpus in corpora:
         if not Path(corpus).exists():
             raise UserError(f"--corpus {corpus} does not exist", fix="give a text file (or directory) of held-out text")
+    check_work_dir(s.cache, corpora, "--cache", [checkpoint])
+    config = read_config(checkpoint)
+    family, pairs = config.family, config.spec.pair_head
+    if s.objective not in (None, "none", pairs):
+        shown = "has no pair head" if pairs == "none" else f"pairs rows for {pairs.upper()}"
+        raise UserError(f"--objective {s.objective} does not fit the checkpoint: a {family} model {shown}",
+                        where="--objective", fix=" or ".join(f"--objective {o}" for o in dict.fromkeys((pairs, "none")))
+                        + " (or leave it out: rows follow the checkpoint's heads)")
+
+
+def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict:
+    checkpoint = Path(checkpoint)
+    _check_inputs(checkpoint, corpora, s)
     import torch
 
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data
-    from bertcli.model.checkpoint import load_checkpoint
+    from bertcli.model.checkpoint import load_checkpoint, missing_heads
 
+    missing = missing_heads(checkpoint)
+    if "mlm" in missing:
+        raise _no_mlm_head(checkpoint)
     use_threads(s.threads, "--threads")
-    model, report = load_checkpoint(checkpoint, "pretraining")
-    pair_head = model.pair is not None and not any(n.startswith(_pair_name(model)) for n in report.fresh)
+    model, _ = load_checkpoint(checkpoint, "pretraining")
+    pair_head = model.pair is not None and "pair" not in missing
     out: dict = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}  # JSON: mixed values
     for corpus in corpora:
-        recipe = eval_recipe(checkpoint, Path(corpus), s)
+        recipe = eval_recipe(checkpoint, Path(corpus), s, pair_head)
         tok_stage = ensure_tokenizer(recipe)
         data_stage = ensure_data(recipe)
         tok = load_tokenizer(tok_stage.path)
@@ -96,8 +119,15 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
     return out
 
 
-def _pair_name(model) -> str:
-    return model.config.spec.names.pair or "\0"
+def _no_mlm_head(checkpoint: Path) -> UserError:
+    """A checkpoint without a trained MLM head (a bare encoder, a fine-tuned classifier): its MLM
+    figures would be those of a head drawn at random, different on every run."""
+    return UserError(f"the checkpoint {checkpoint} has no MLM head (its weights hold no masked-language-model "
+                     "tensors): its MLM loss, accuracy and pseudo-perplexity would be those of a head initialized "
+                     "at random", where=str(checkpoint),
+                     fix=f"continue pretraining it for a few hundred steps to train one (bertcli pretrain --init-from "
+                         f"{checkpoint} ...), then evaluate that; or judge a fine-tuned model by finetune's own "
+                         "scores on its task's dev set")
 
 
 def _no_pppl(pppl_rows: int, tokens: int) -> str:
@@ -145,11 +175,13 @@ def _pseudo_perplexity(model, rows, tok, n_rows: int, checkpoint: Path | None = 
     total, count = 0.0, 0
     for i in range(min(n_rows, len(rows))):
         row = rows[(0, i)]
-        ids = torch.as_tensor(row["input_ids"], dtype=torch.long).clone()                    # [T]
+        # torch.tensor copies: the rows are read-only numpy views of the Arrow data (as_tensor would
+        # share them, and torch warns about every non-writable array)
+        ids = torch.tensor(row["input_ids"], dtype=torch.long)                               # [T]
         if "masked_positions" in row:                                    # the stored replacements undone
-            ids[torch.as_tensor(row["masked_positions"], dtype=torch.long)] = torch.as_tensor(row["masked_ids"],
-                                                                                           dtype=torch.long)
-        types = torch.as_tensor(row.get("token_type_ids", [0] * len(ids)), dtype=torch.long)
+            ids[torch.tensor(row["masked_positions"], dtype=torch.long)] = torch.tensor(row["masked_ids"],
+                                                                                        dtype=torch.long)
+        types = torch.tensor(row.get("token_type_ids", [0] * len(ids)), dtype=torch.long)
         real = [j for j, t in enumerate(ids.tolist()) if t not in tok.special_ids]
         if not real:
             continue

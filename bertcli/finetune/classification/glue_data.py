@@ -24,6 +24,7 @@ from bertcli.core.errors import UserError, require_finite
 from bertcli.finetune.classification.glue import AX, AX_FOLDER, AX_HUB_CONFIG, TASKS, TaskSpec, normalize
 from bertcli.io import records, tables
 from bertcli.io.tables import Table
+from bertcli.io.text import NO_ENCODING_FLAG
 
 
 @dataclass
@@ -160,7 +161,8 @@ def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: di
         a_col, b_col, header = task.tsv_a, task.tsv_b, None
         label_col = None if kind == "test" else task.tsv_label
         id_col = task.tsv_test_id if kind == "test" else None
-    table = tables.open_table(path, fmt="tsv", header=header, on_bad_width=skip if skipped is not None else None,
+    table = tables.open_table(path, NO_ENCODING_FLAG, fmt="tsv", header=header,
+                              on_bad_width=skip if skipped is not None else None,
                               width_fix=f"keep {task.glue_name}'s column layout, or --set finetune.bad_rows=skip to "
                                         "leave such rows out")
     if header is None:

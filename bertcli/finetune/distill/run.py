@@ -31,6 +31,7 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
                 unlabelled: Path | None = None) -> dict:
     """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content."""
     checkpoint = Path(checkpoint)
+    check_weights(recipe.finetune.distill)
     if layers is not None and student is not None:
         raise UserError("give --layers K or --student SPEC, not both", fix="--layers 4 (a subset of the teacher's "
                                                                             "layers) or --student DIR_OR_RECIPE")
@@ -49,6 +50,20 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
     console.summary(f"distill {task.name}: teacher vs student (dev, x100)", summary_rows(results))
     console.log(f"student model and predictions in {out}")
     return results
+
+
+WEIGHTS = ("soft_weight", "hard_weight", "hidden_weight", "attention_weight")
+
+
+def check_weights(cfg) -> None:
+    """Before any work: some loss has a weight. With every weight 0 the loss is 0 x (each term),
+    nothing the student could learn from (and NaN where a term is infinite)."""
+    if not any(getattr(cfg, name) > 0 for name in WEIGHTS):
+        shown = ", ".join(f"{name} {getattr(cfg, name):g}" for name in WEIGHTS)
+        raise UserError(f"every distillation loss weight is 0 ({shown}): the student would learn from nothing",
+                        where="finetune.distill",
+                        fix="give a loss a weight, e.g. --set finetune.distill.soft_weight=0.5 (the teacher's soft "
+                            "targets) or --set finetune.distill.hard_weight=1 (the gold labels)")
 
 
 def summary_rows(results: dict) -> list[tuple[str, str]]:

@@ -33,6 +33,7 @@ import numpy as np
 
 from bertcli.core.errors import UserError
 from bertcli.io import records, tables
+from bertcli.io.text import NO_ENCODING_FLAG
 
 TOP_K = 100
 QUERY_BLOCK = 2048      # queries scored against a chunk at once
@@ -59,7 +60,7 @@ def _need(path: Path, what: str) -> Path:
 
 def _jsonl(path: Path, fields: tuple[str, ...]) -> tuple[list[str], list[dict]]:
     ids, recs, seen = [], [], set()
-    for where, rec in tables.open_table(path, fmt="jsonl").records():
+    for where, rec in tables.open_table(path, NO_ENCODING_FLAG, fmt="jsonl").records():
         key = records.optional_text(rec, "_id", where, "")
         if key in seen:
             raise UserError(f"_id {key!r} appears twice", where=where, fix="every record needs its own _id")
@@ -74,7 +75,7 @@ def _jsonl(path: Path, fields: tuple[str, ...]) -> tuple[list[str], list[dict]]:
 def read_qrels(path: Path, query_ids: set[str], doc_ids: set[str]) -> dict[str, dict[str, int]]:
     """query id -> {doc id: score}; ids checked against the queries and the corpus."""
     qrels: dict[str, dict[str, int]] = {}
-    table = tables.open_table(path, fmt="tsv")
+    table = tables.open_table(path, NO_ENCODING_FLAG, fmt="tsv")
     names = table.names()
     if len(names) != 3:
         raise UserError(f"the qrels header has {len(names)} columns: {', '.join(names)}", where=f"{path}:1",

@@ -19,6 +19,7 @@ from bertcli.core.errors import UserError
 from bertcli.finetune.classification.glue import get_task
 from bertcli.finetune.classification.glue_data import read_tsv_split
 from bertcli.io import records, tables
+from bertcli.io.text import NO_ENCODING_FLAG
 
 
 @dataclass
@@ -31,7 +32,7 @@ class StsData:
 
 def read_sts(path: str | Path, text: str = "text", text_pair: str = "text_pair", score: str = "score") -> StsData:
     path = Path(path)
-    table = tables.open_table(path, split=("validation", "dev", "test", "train"))
+    table = tables.open_table(path, NO_ENCODING_FLAG, split=("validation", "dev", "test", "train"))
     names = table.names()
     if tables.file_format(path) == "tsv" and {"sentence1", "sentence2", "score"} <= set(names):
         split = read_tsv_split(path, get_task("stsb"), "dev", "dev")
