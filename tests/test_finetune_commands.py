@@ -28,7 +28,7 @@ from bertcli.finetune.command import TaskCommand
 
 def toy_options(
     words: Path = typer.Option(..., "--words", help="A file of words."),
-    repeat: int = num_option(2, "--repeat", ge=1, help="Times."),
+    repeat: int = num_option(2, "--repeat", ge=1, le=100, help="Times."),
 ) -> None:
     """Count the words of a file, a toy task."""
 
