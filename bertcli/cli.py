@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
 import typer
-from rich.markup import escape
 
+from bertcli.cli_help import plain_help
+from bertcli.config.bounds import MAX_BATCH, MAX_INT32, MAX_LAYERS, MAX_LENGTH, MAX_SEED, MAX_THREADS, MAX_VOCAB
 from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: read by the tests)
     CHECKPOINT_HELP,
     FINETUNE_FLAGS,
@@ -28,19 +29,9 @@ from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: r
     finetune_flags,
     num_option,
 )
-from bertcli.config.sections import (  # pure data: numeric flags share its declared ranges
-    MAX_BATCH,
-    MAX_INT32,
-    MAX_LAYERS,
-    MAX_LENGTH,
-    MAX_SEED,
-    MAX_THREADS,
-    MAX_VOCAB,
-    FinetuneConfig,
-)
+from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
-from bertcli.core.testhooks import stop_point
 from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
@@ -475,8 +466,6 @@ def task_command(cmd: task_commands.TaskCommand):
     """The typer command of a fine-tuning task: the options every task shares (checkpoint,
     recipe, --set, --out, --force) around the task's own (`cmd.options`), with the task's
     docstring as help; it calls `bertcli.api.finetune(cmd.name, ...)`."""
-    import inspect
-    import typing
 
     def shared(
         checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help=CHECKPOINT_HELP),
@@ -514,93 +503,7 @@ for _cmd in task_commands.discover().values():
     finetune_app.command(_cmd.name)(finetune_flags(task_command(_cmd)))
 
 
-class _Command(typer.core.TyperCommand):
-    """A command whose --help lists no Python type: none for --help itself (it takes no value),
-    none beside an argument (its name and help say what it is)."""
-
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-    def format_help(self, ctx, formatter) -> None:
-        for p in self.params:
-            if isinstance(p, typer.core.TyperArgument):
-                p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
-        super().format_help(ctx, formatter)
-
-
-class _Group(typer.core.TyperGroup, _Command):
-    pass
-
-
-# What a flag's value is, in --help: nothing for an on/off flag (typer would print <bool>), else
-# a word for what to write (typer's <str>, <path>, <list[str]> say the Python type instead).
-_METAVARS = {"--set": "KEY=VALUE", "--recipe": "NAME|FILE", "--encoding": "CODEC"}
-_KINDS: dict[object, str] = {bool: "", Path: "PATH", str: "TEXT", int: "N", float: "X"}
-
-
-def _value_kind(hint) -> object:
-    """The type of one value of an option: list[str] -> str (a repeatable option), X | None -> X."""
-    args = [t for t in typing.get_args(hint) if t is not type(None)]
-    if typing.get_origin(hint) is list:
-        return args[0]
-    if args:  # X | None (a union's origin is not list)
-        return _value_kind(args[0])
-    return hint
-
-
-def _stopping(callback):
-    """`callback` behind the `validated` test stop (bertcli.core.testhooks): typer has parsed
-    and checked every flag when it calls it. Its signature is the callback's own (functools.wraps)."""
-    import functools
-
-    @functools.wraps(callback)
-    def command(*args, **kwargs):
-        stop_point("validated")
-        return callback(*args, **kwargs)
-
-    command._bertcli_stop = True
-    return command
-
-
-def _summary(doc: str) -> str | None:
-    """A command's first paragraph with its line breaks made spaces. The command lists of
-    `bertcli --help` and `bertcli finetune --help` print it as written (typer's rich mode keeps
-    single newlines there, though not on the command's own page), so a docstring wrapped at 100
-    columns broke there mid-sentence."""
-    return " ".join(doc.split("\n\n")[0].split()) or None
-
-
-def _plain_help(*apps: typer.Typer) -> None:
-    """Give every option a metavar (_METAVARS, _KINDS), every command and group the class whose
-    --help shows no type, and every command its summary on one line (_summary)."""
-    for a in apps:
-        a.info.cls = _Group   # the group's own --help (the callback's cls would override it)
-        callbacks = [a.registered_callback.callback] if a.registered_callback and a.registered_callback.callback else []
-        if a.registered_callback is not None:
-            a.registered_callback.cls = _Group
-        for command in a.registered_commands:
-            command.cls = _Command
-            if command.short_help is None:
-                command.short_help = _summary(command.help or inspect.getdoc(command.callback) or "")
-            if command.callback is not None and not hasattr(command.callback, "_bertcli_stop"):
-                command.callback = _stopping(command.callback)
-        for callback in [*callbacks, *(c.callback for c in a.registered_commands if c.callback)]:
-            hints = typing.get_type_hints(callback)
-            for name, parameter in inspect.signature(callback).parameters.items():
-                info = parameter.default
-                if isinstance(info, typer.models.ParameterInfo) and info.help and not getattr(info, "_escaped", False):
-                    # typer reads help as rich markup: "[at least 1]" would vanish as an unknown tag
-                    info.help, info._escaped = escape(info.help), True  # type: ignore[attr-defined]
-                if isinstance(info, typer.models.OptionInfo) and info.metavar is None:
-                    named = [_METAVARS[d] for d in info.param_decls or () if d in _METAVARS]
-                    info.metavar = named[0] if named else _KINDS.get(_value_kind(hints[name]))
-
-
-
-_plain_help(app, finetune_app)
+plain_help(app, finetune_app)
 
 
 @functools.cache

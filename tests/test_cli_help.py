@@ -100,7 +100,8 @@ def test_command_lists_break_no_summary_mid_sentence(group):
     source) is one line in the list at 400 columns, where each fits: no line of it ends where the
     docstring's line did ("SIGINT / SIGTERM" then "save a checkpoint"); and at 80 its rows read
     as the summary."""
-    from bertcli.cli import _summary, app, finetune_app
+    from bertcli.cli import app, finetune_app
+    from bertcli.cli_help import summary as _summary
 
     commands = (finetune_app if group else app).registered_commands
     summaries = [_summary(c.help or c.callback.__doc__ or "") for c in commands]

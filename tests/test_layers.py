@@ -10,7 +10,7 @@ Layers, lowest first (a module may import its own layer and the layers below it)
     data          stage 2: built pretraining data
     model         the encoder, its heads, checkpoints
     train, finetune, export
-    cli, info     the command line; compare (reads fine-tuning summaries)
+    cli, info     the command line (cli_help: how its --help reads); compare (reads fine-tuning summaries)
 The corpus sits below tokenization because the tokenizer stage reads the corpus stage's
 output, and nothing in the corpus tokenizes.
 """
@@ -31,7 +31,7 @@ LAYERS = [
     ["data"],
     ["model"],
     ["train", "finetune", "export"],
-    ["api", "cli", "info", "compare", "__main__"],
+    ["api", "cli", "cli_help", "info", "compare", "__main__"],
 ]
 
 # In-function imports of bertcli's own modules that are there on purpose (importer, or

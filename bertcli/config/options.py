@@ -13,8 +13,9 @@ import dataclasses
 
 import typer
 
+from bertcli.config.bounds import MAX_SEED
 from bertcli.config.schema import check_value, range_words
-from bertcli.config.sections import MAX_SEED, FinetuneConfig
+from bertcli.config.sections import FinetuneConfig
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 

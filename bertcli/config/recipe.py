@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from bertcli.config import sections
+from bertcli.config.bounds import MAX_SEED
 from bertcli.config.continued import resolve_init_from
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
@@ -28,7 +29,6 @@ from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
 from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type, range_words
 from bertcli.config.sections import (
-    MAX_SEED,
     CorpusConfig,
     DataConfig,
     FinetuneConfig,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bertcli.config import bounds
 from bertcli.config.families import FamilyName  # pure data: the model families' names, as a Literal
 
 
@@ -32,32 +33,6 @@ def nohash(default, **bounds):
     return field(default=default, metadata={"hash": False})
 
 
-# Upper bounds (`le`): the largest value the arithmetic behind a key can hold, with room. A value
-# past them is refused at load time, as 0 or nan are, instead of overflowing later (an epoch count
-# of 1e308 made `int(epochs * batches)` raise OverflowError deep in the schedule). Where the
-# bound depends on the data (total steps = epochs x batches per epoch), it is checked again
-# right after the data is read (bertcli.train.schedule.check_total_steps).
-MAX_INT32 = 2**31 - 1     # step counters, schedule lengths, token ids and offsets are int32 somewhere
-MAX_STEPS = MAX_INT32     # optimizer steps, warmup, intervals between logs / evaluations / saves
-MAX_ROWS = 2**53          # documents / examples: counted exactly in a float64
-MAX_BATCH = 2**20         # sequences per step: batch x length x width stays far inside int64 offsets
-MAX_LENGTH = 2**17        # tokens per row (131,072: 16x ModernBERT's 8,192)
-MAX_VOCAB = 2**24         # ids are int32; an embedding table of 16.7M rows is already 50 GB at H=768
-MAX_ALPHABET = 0x110000   # every Unicode code point
-MAX_WIDTH = 2**16         # hidden / embedding width (intermediate: 8x)
-MAX_LAYERS = 2**10        # layers, heads, groups, token types
-MAX_THREADS = 2**12       # threads and worker processes
-MAX_SEED = 2**32 - 1      # numpy's seeds; torch gets seed x 1009 + rank, far inside 2^64
-MAX_KEEP = 10_000         # checkpoints kept, answers listed per question
-MAX_LR = 10.0             # a peak learning rate; an update of lr x 10 per weight is already chaos
-MAX_EPOCHS = 1e6          # passes over the data; total steps are bounded with the data too
-MAX_WEIGHT_DECAY = 10.0   # decoupled: each step shrinks a weight by lr x decay
-MAX_GRAD_CLIP = 1e9       # a gradient norm cap (any finite value; past this it clips nothing)
-MAX_ROPE_THETA = 1e12     # theta^(2i/d) stays finite in float32 frequencies
-MAX_TEMPERATURE = 1e3     # distillation's loss is scaled by T^2: 1e6 at most
-MAX_LOSS_WEIGHT = 1e6     # loss weights: a weighted sum of finite losses stays finite
-MAX_SCALE = 1e4           # embedding logits = cosine x scale, exponentiated in the loss (float32)
-MAX_LOGIT_GAP = 1e6       # a threshold on a difference of logits, either sign
 
 
 # ----------------------------------------------------------------------------------------- corpus
@@ -81,7 +56,7 @@ class SourceConfig:
     """Hub datasets: the configuration name (e.g. `wikitext-103-raw-v1`)."""
     split: str = "train"
     """Hub datasets: the split to read."""
-    max_documents: int | None = num(None, ge=1, le=MAX_ROWS)
+    max_documents: int | None = num(None, ge=1, le=bounds.MAX_ROWS)
     """Read at most this many documents from this source."""
 
 
@@ -95,12 +70,12 @@ class CorpusConfig:
     sentence_split: Literal["auto", "always", "never"] = "auto"
     """Split documents into sentences (English and CJK end punctuation). `auto`: only documents
     that do not come one sentence per line (jsonl, parquet, csv, hub, `layout: documents`)."""
-    max_line_bytes: int = num(16 * 1024 * 1024, ge=1024, le=MAX_INT32)
+    max_line_bytes: int = num(16 * 1024 * 1024, ge=1024, le=bounds.MAX_INT32)
     """A line (or record) longer than this is an error rather than a silent memory blow-up."""
     encoding_errors: Literal["error", "replace", "skip"] = "error"
     """Lines that are not valid UTF-8: `error` stops with where they are, `replace` keeps them
     with U+FFFD, `skip` drops them (both report how many)."""
-    min_sentence_chars: int = num(1, ge=1, le=MAX_LENGTH)
+    min_sentence_chars: int = num(1, ge=1, le=bounds.MAX_LENGTH)
     """Sentences shorter than this (after stripping) are dropped."""
 
 
@@ -109,7 +84,7 @@ class CorpusConfig:
 class TokenizerConfig:
     kind: Literal["wordpiece", "bpe", "unigram"] = "wordpiece"
     """WordPiece (BERT, ALBERT here), byte-level BPE (RoBERTa, GPT-2) or Unigram (SentencePiece-style)."""
-    vocab_size: int = num(30522, ge=32, le=MAX_VOCAB)
+    vocab_size: int = num(30522, ge=32, le=bounds.MAX_VOCAB)
     """Target vocabulary size, special tokens included. A corpus too small to fill it gives fewer."""
     special_tokens: FamilyName | None = None
     """Special-token set: bert `[PAD] [UNK] [CLS] [SEP] [MASK]`, roberta `<s> <pad> </s> <unk>
@@ -123,9 +98,9 @@ class TokenizerConfig:
     """WordPiece: put spaces around CJK ideographs so each is its own word (BERT's
     tokenize_chinese_chars). Unigram and byte-level BPE learn pieces of CJK text themselves, as
     SentencePiece (ALBERT) and RoBERTa do, and ignore it."""
-    min_frequency: int = num(2, ge=1, le=MAX_INT32)
+    min_frequency: int = num(2, ge=1, le=bounds.MAX_INT32)
     """Pieces seen fewer times than this are not added to the vocabulary."""
-    limit_alphabet: Literal["auto"] | int = num("auto", ge=1, le=MAX_ALPHABET)
+    limit_alphabet: Literal["auto"] | int = num("auto", ge=1, le=bounds.MAX_ALPHABET)
     """WordPiece: the characters of the initial alphabet; others become [UNK]. `auto`: every
     character seen at least `min_frequency` times (Chinese text needs thousands), and never fewer
     than the 1,000 most frequent (the `tokenizers` default; characters tied with the last are
@@ -133,11 +108,11 @@ class TokenizerConfig:
     256 bytes; Unigram keeps every character."""
     max_piece_length: int = num(16, ge=1, le=1024)
     """Unigram: longest piece, in characters."""
-    sample_documents: int | None = num(None, ge=1, le=MAX_ROWS)
+    sample_documents: int | None = num(None, ge=1, le=bounds.MAX_ROWS)
     """Train on the first N documents only (the whole corpus is still used for data)."""
-    model_max_length: int = num(512, ge=8, le=MAX_INT32)
+    model_max_length: int = num(512, ge=8, le=bounds.MAX_INT32)
     """Written to tokenizer_config.json for transformers."""
-    extend: int | None = num(None, ge=1, le=MAX_VOCAB)
+    extend: int | None = num(None, ge=1, le=bounds.MAX_VOCAB)
     """With model.init_from only: add up to N tokens to the adopted tokenizer, the corpus words
     (or pieces) it splits into two or more pieces, most frequent first; their embedding rows and
     MLM decoder bias start as the mean of those pieces' (bertcli/tokenization/extend.py)."""
@@ -149,7 +124,7 @@ class DataConfig:
     objective: Literal["nsp", "sop", "none"] = "nsp"
     """Sentence-pair task: `nsp` (BERT: B is the next segment or a random one), `sop` (ALBERT:
     two consecutive segments, swapped half the time) or `none` (RoBERTa: MLM only, packed)."""
-    max_seq_length: int = num(128, ge=8, le=MAX_LENGTH)
+    max_seq_length: int = num(128, ge=8, le=bounds.MAX_LENGTH)
     """Tokens per row, special tokens included."""
     short_seq_prob: float = num(0.1, ge=0.0, le=1.0)
     """NSP/SOP: probability of a shorter target length, drawn in [2, max_seq_length - 3]."""
@@ -171,7 +146,7 @@ class DataConfig:
     mask_count: Literal["fixed", "bernoulli"] = "fixed"
     """`fixed`: exactly min(max_predictions_per_seq, max(1, round(n * p))) per row, as Google's
     builder. `bernoulli`: each token independently with probability p, as transformers."""
-    max_predictions_per_seq: int | None = num(20, ge=1, le=MAX_LENGTH)
+    max_predictions_per_seq: int | None = num(20, ge=1, le=bounds.MAX_LENGTH)
     """Cap on selected tokens per row (Google: 20 at 128 tokens, 80 at 512). null: no cap."""
     whole_word: bool = False
     """Select whole words: all pieces of a word are masked together."""
@@ -181,9 +156,9 @@ class DataConfig:
     word_segmenter: Literal["none", "jieba"] = "none"
     """Chinese whole-word masking: group CJK characters into words with jieba (`pip install
     bertcli[chinese]`). Without it every CJK character is its own word."""
-    num_proc: int | None = num(None, ge=1, le=MAX_THREADS, hash=False)
+    num_proc: int | None = num(None, ge=1, le=bounds.MAX_THREADS, hash=False)
     """Worker processes for building (default: all cores). The result does not depend on it."""
-    documents_per_shard: int = num(1000, ge=1, le=MAX_INT32, hash=False)
+    documents_per_shard: int = num(1000, ge=1, le=bounds.MAX_INT32, hash=False)
     """Documents handed to a worker at a time; bounds memory, does not change the result."""
 
 
@@ -195,17 +170,17 @@ class ModelConfig:
     (RobertaForMaskedLM: MLM head only), albert (AlbertForPreTraining: MLM + SOP head),
     modernbert (ModernBertForMaskedLM: rotary, GeGLU, no biases, alternating local/global
     attention; MLM head only)."""
-    vocab_size: int | None = num(None, ge=8, le=MAX_VOCAB)
+    vocab_size: int | None = num(None, ge=8, le=bounds.MAX_VOCAB)
     """Default: the trained tokenizer's size. When set, the tokenizer must have exactly this many."""
-    hidden_size: int = num(768, ge=8, le=MAX_WIDTH)
+    hidden_size: int = num(768, ge=8, le=bounds.MAX_WIDTH)
     """Width H of every layer."""
-    num_hidden_layers: int = num(12, ge=1, le=MAX_LAYERS)
+    num_hidden_layers: int = num(12, ge=1, le=bounds.MAX_LAYERS)
     """Depth L."""
-    num_attention_heads: int = num(12, ge=1, le=MAX_LAYERS)
+    num_attention_heads: int = num(12, ge=1, le=bounds.MAX_LAYERS)
     """Heads A; must divide hidden_size."""
-    intermediate_size: int = num(3072, ge=1, le=MAX_WIDTH * 8)
+    intermediate_size: int = num(3072, ge=1, le=bounds.MAX_WIDTH * 8)
     """Feed-forward width (4H in the papers)."""
-    embedding_size: int | None = num(None, ge=8, le=MAX_WIDTH)
+    embedding_size: int | None = num(None, ge=8, le=bounds.MAX_WIDTH)
     """Embedding width E; E ≠ H adds an E→H projection (ALBERT's factorization; albert models
     always have it). Default: H, or 128 for albert. transformers cannot load bert/roberta
     checkpoints with E ≠ H (bertcli can)."""
@@ -216,10 +191,10 @@ class ModelConfig:
     """Dropout on embeddings and sublayer outputs (ALBERT's paper: 0)."""
     attention_probs_dropout_prob: float = num(0.1, ge=0.0, le=1.0)
     """Dropout on attention probabilities."""
-    max_position_embeddings: int | None = num(None, ge=8, le=MAX_LENGTH)
+    max_position_embeddings: int | None = num(None, ge=8, le=bounds.MAX_LENGTH)
     """Learned positions. Default: 512, or 514 for roberta, whose positions start at
     padding_idx + 1 = 2. modernbert (rotary, no table): the longest sequence, 8192."""
-    type_vocab_size: int | None = num(None, ge=1, le=MAX_LAYERS)
+    type_vocab_size: int | None = num(None, ge=1, le=bounds.MAX_LAYERS)
     """Token-type (segment) embeddings. Default: 2, or 1 for roberta (modernbert has none)."""
     layer_norm_eps: float | None = num(None, gt=0.0, le=1.0)
     """Default: 1e-12, or 1e-5 for roberta and modernbert."""
@@ -229,7 +204,7 @@ class ModelConfig:
     sharing: Literal["none", "all", "attention", "ffn"] | None = None
     """Cross-layer parameter sharing: `all` (ALBERT), or only the attention or feed-forward
     sublayers (ALBERT's ablation). Default: none, all for albert."""
-    num_hidden_groups: int = num(1, ge=1, le=MAX_LAYERS)
+    num_hidden_groups: int = num(1, ge=1, le=bounds.MAX_LAYERS)
     """With sharing: number of distinct layer groups (ALBERT: 1 = every layer the same)."""
     norm: Literal["post", "pre"] | None = None
     """LayerNorm after each residual (the papers) or before each sublayer, plus a final LayerNorm
@@ -238,15 +213,15 @@ class ModelConfig:
     would run it the family's way: a warning says so when saving."""
     classifier_dropout: float | None = num(None, ge=0.0, le=1.0)
     """Dropout before a fine-tuning head. Default: hidden_dropout_prob (0.1 for albert)."""
-    local_attention: int | None = num(None, ge=0, le=MAX_LENGTH)
+    local_attention: int | None = num(None, ge=0, le=bounds.MAX_LENGTH)
     """Sliding-window width in tokens of the local attention layers (modernbert: 128, i.e. each
     token sees 64 on either side, as transformers' `local_attention`). 0: every layer global.
     Default: 128 for modernbert; families with global attention only take 0."""
-    global_attn_every_n_layers: int | None = num(None, ge=1, le=MAX_LAYERS)
+    global_attn_every_n_layers: int | None = num(None, ge=1, le=bounds.MAX_LAYERS)
     """With local attention: every n-th layer (from layer 0) attends globally. Default: 3."""
-    global_rope_theta: float | None = num(None, gt=0.0, le=MAX_ROPE_THETA)
+    global_rope_theta: float | None = num(None, gt=0.0, le=bounds.MAX_ROPE_THETA)
     """Rotary positions: base of the frequencies on global layers. Default: 160,000 (modernbert)."""
-    local_rope_theta: float | None = num(None, gt=0.0, le=MAX_ROPE_THETA)
+    local_rope_theta: float | None = num(None, gt=0.0, le=bounds.MAX_ROPE_THETA)
     """Rotary positions: base of the frequencies on local layers. Default: 10,000 (modernbert)."""
     classifier_pooling: Literal["cls", "mean"] = "cls"
     """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
@@ -265,7 +240,7 @@ class PhaseConfig:
 
     name: str | None = None
     """Name in metrics.jsonl, logs and checkpoints. Default: phase1, phase2, ..."""
-    steps: int | None = num(None, ge=1, le=MAX_STEPS)
+    steps: int | None = num(None, ge=1, le=bounds.MAX_STEPS)
     """Optimizer steps of this phase (give this or `fraction`)."""
     fraction: float | None = num(None, gt=0.0, le=1.0)
     """This phase's share of train.max_steps (rounded; the last phase given by a fraction takes
@@ -274,13 +249,13 @@ class PhaseConfig:
     """Data settings of this phase over the data section's, e.g. {max_seq_length: 512,
     max_predictions_per_seq: 80}; any data key. Each phase's data is a stage of its own, built
     when the phase starts (or by `bertcli build-data --all-phases`)."""
-    batch_size: int | None = num(None, ge=1, le=MAX_BATCH)
+    batch_size: int | None = num(None, ge=1, le=bounds.MAX_BATCH)
     """Global batch of this phase. Default: train.batch_size."""
-    micro_batch_size: int | None = num(None, ge=1, le=MAX_BATCH, hash=False)
+    micro_batch_size: int | None = num(None, ge=1, le=bounds.MAX_BATCH, hash=False)
     """Micro-batch of this phase (longer rows need smaller ones). Default: train.micro_batch_size."""
-    learning_rate: float | None = num(None, gt=0.0, le=MAX_LR)
+    learning_rate: float | None = num(None, gt=0.0, le=bounds.MAX_LR)
     """Peak learning rate of this phase's own schedule."""
-    warmup_steps: int | None = num(None, ge=0, le=MAX_STEPS)
+    warmup_steps: int | None = num(None, ge=0, le=bounds.MAX_STEPS)
     """Warmup of this phase's own schedule, from its first step."""
     schedule: str | None = None
     """Decay of this phase's own schedule (a train.schedule kind). A phase that sets
@@ -293,7 +268,7 @@ class PhaseConfig:
 class TrainConfig:
     optimizer: Literal["adamw", "lamb"] = "adamw"
     """AdamW (BERT, RoBERTa) or LAMB (ALBERT, large batches)."""
-    learning_rate: float = num(1e-4, gt=0.0, le=MAX_LR)
+    learning_rate: float = num(1e-4, gt=0.0, le=bounds.MAX_LR)
     """Peak learning rate, reached at the end of warmup."""
     beta1: float = num(0.9, ge=0.0, le=1.0)
     """Adam/LAMB first-moment decay."""
@@ -301,13 +276,13 @@ class TrainConfig:
     """Adam/LAMB second-moment decay (RoBERTa: 0.98)."""
     eps: float = num(1e-6, gt=0.0, le=1.0)
     """Adam/LAMB epsilon (BERT: 1e-6)."""
-    weight_decay: float = num(0.01, ge=0.0, le=MAX_WEIGHT_DECAY)
+    weight_decay: float = num(0.01, ge=0.0, le=bounds.MAX_WEIGHT_DECAY)
     """Decoupled weight decay; never applied to biases and LayerNorm weights."""
     schedule: Literal["linear", "polynomial", "cosine", "constant", "wsd"] = "linear"
     """Decay after warmup, to `min_lr_ratio * learning_rate` at `max_steps`. `wsd`
     (warmup-stable-decay, ModernBERT's trapezoid): the peak held until the last `decay_fraction`
     of the steps, then a 1 - sqrt decay."""
-    warmup_steps: int = num(10000, ge=0, le=MAX_STEPS)
+    warmup_steps: int = num(10000, ge=0, le=bounds.MAX_STEPS)
     """Linear warmup from 0 to the peak learning rate."""
     warmup_ratio: float | None = num(None, ge=0.0, le=1.0)
     """Warmup as a fraction of max_steps (e.g. 0.1). When set it replaces warmup_steps, so a
@@ -319,18 +294,18 @@ class TrainConfig:
     decay_fraction: float = num(0.1, gt=0.0, le=1.0)
     """`wsd` only: the fraction of `max_steps`, at the end, over which the learning rate decays
     (1 - sqrt shape; ModernBERT decayed over its last ~50B of ~2T tokens, cooldown studies use 10-20%)."""
-    max_steps: int = num(1000000, ge=1, le=MAX_STEPS)
+    max_steps: int = num(1000000, ge=1, le=bounds.MAX_STEPS)
     """Optimizer steps (each of `batch_size` sequences)."""
-    batch_size: int = num(256, ge=1, le=MAX_BATCH)
+    batch_size: int = num(256, ge=1, le=bounds.MAX_BATCH)
     """Global batch in sequences per optimizer step, across all processes."""
-    micro_batch_size: int | Literal["auto"] | None = num("auto", ge=1, le=MAX_BATCH, hash=False)
+    micro_batch_size: int | Literal["auto"] | None = num("auto", ge=1, le=bounds.MAX_BATCH, hash=False)
     """Sequences per forward/backward on one process; the rest is gradient accumulation. `auto`:
     the largest divisor of batch_size / processes that fits the device's free memory (CPU: the
     kernel's MemAvailable and RLIMIT_AS) at data.max_seq_length, measured by probe forward passes;
     the choice is logged. null: the whole per-process batch. A size that cannot fit stops before
     the first step, naming the memory needed and available. Does not change the result (up to
     rounding)."""
-    grad_clip: float | None = num(1.0, gt=0.0, le=MAX_GRAD_CLIP)
+    grad_clip: float | None = num(1.0, gt=0.0, le=bounds.MAX_GRAD_CLIP)
     """Clip the global gradient norm to this (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """fp32; bf16 autocast (CPU and CUDA); fp16 autocast with loss scaling (CUDA only)."""
@@ -342,25 +317,25 @@ class TrainConfig:
     checkpoint's keys do not change). `auto`: on CUDA only; on a CPU compiling takes minutes for
     a modest gain (bert-tiny: ~3 min for +15%; a bert-base step is ~85% matrix products, which
     compiling leaves as they are), so set true only for long CPU runs (docs/benchmarks.md)."""
-    threads: int | Literal["auto"] = num("auto", ge=1, le=MAX_THREADS, hash=False)
+    threads: int | Literal["auto"] = num("auto", ge=1, le=bounds.MAX_THREADS, hash=False)
     """Intra-op CPU threads. `auto`: the cores other jobs leave free now, max(1, cores - round(the
     cores other processes use in a 100 ms sample)); OMP_NUM_THREADS in the environment overrides
     it. The count is recorded in every checkpoint and `--resume` uses it, so a resumed run gives
     the same bits (docs/threads.md)."""
-    num_workers: int = num(1, ge=0, le=MAX_THREADS, hash=False)
+    num_workers: int = num(1, ge=0, le=bounds.MAX_THREADS, hash=False)
     """Data-loading worker processes (0: load in the training process)."""
-    log_every: int = nohash(10, ge=1, le=MAX_STEPS)
+    log_every: int = nohash(10, ge=1, le=bounds.MAX_STEPS)
     """Log metrics every N steps."""
-    eval_every: int = num(1000, ge=1, le=MAX_STEPS)
+    eval_every: int = num(1000, ge=1, le=bounds.MAX_STEPS)
     """Validate on the held-out split every N steps (and at the end)."""
-    eval_batches: int | None = num(50, ge=1, le=MAX_STEPS)
+    eval_batches: int | None = num(50, ge=1, le=bounds.MAX_STEPS)
     """Validation batches of `batch_size` sequences per evaluation: always the same first rows of
     the held-out split (null: the whole validation split)."""
-    save_every: int = nohash(1000, ge=1, le=MAX_STEPS)
+    save_every: int = nohash(1000, ge=1, le=bounds.MAX_STEPS)
     """Write a checkpoint every N steps (and at the end)."""
-    keep_last: int = num(3, ge=1, le=MAX_KEEP, hash=False)
+    keep_last: int = num(3, ge=1, le=bounds.MAX_KEEP, hash=False)
     """Keep the newest N step checkpoints (final/ is always kept)."""
-    max_bad_steps: int = num(20, ge=0, le=MAX_STEPS)
+    max_bad_steps: int = num(20, ge=0, le=bounds.MAX_STEPS)
     """Skip a step whose loss or gradients are not finite; stop after this many."""
     tensorboard: bool = nohash(True)
     """Also write TensorBoard events when tensorboard is installed."""
@@ -383,20 +358,20 @@ class TaskOverrides:
     given on the command line (`--set finetune.epochs=2`, `--epochs 2`) applies over a block
     value of the recipe file, and the log says so."""
 
-    learning_rate: float | None = num(None, gt=0.0, le=MAX_LR)
+    learning_rate: float | None = num(None, gt=0.0, le=bounds.MAX_LR)
     """Overrides finetune.learning_rate for this task."""
-    epochs: float | None = num(None, gt=0.0, le=MAX_EPOCHS)
+    epochs: float | None = num(None, gt=0.0, le=bounds.MAX_EPOCHS)
     """Overrides finetune.epochs for this task (passes over its training examples)."""
-    batch_size: int | None = num(None, ge=1, le=MAX_BATCH)
+    batch_size: int | None = num(None, ge=1, le=bounds.MAX_BATCH)
     """Overrides finetune.batch_size for this task (features per optimizer step: windows for NER
     and SQuAD)."""
-    max_seq_length: int | None = num(None, ge=8, le=MAX_LENGTH)
+    max_seq_length: int | None = num(None, ge=8, le=bounds.MAX_LENGTH)
     """Overrides finetune.max_seq_length for this task (tokens per feature, special tokens
     included: pairs are truncated longest segment first, NER sentences and SQuAD contexts are
     windowed)."""
     warmup_ratio: float | None = num(None, ge=0.0, le=1.0)
     """Overrides finetune.warmup_ratio for this task."""
-    weight_decay: float | None = num(None, ge=0.0, le=MAX_WEIGHT_DECAY)
+    weight_decay: float | None = num(None, ge=0.0, le=bounds.MAX_WEIGHT_DECAY)
     """Overrides finetune.weight_decay for this task."""
 
 
@@ -406,16 +381,16 @@ class SquadConfig(TaskOverrides):
     recipe sets Google BERT's run_squad.py README values: lr 3e-5, 2 epochs, batch 32, 384
     tokens, warmup 0.1."""
 
-    doc_stride: int = num(128, ge=1, le=MAX_LENGTH)
+    doc_stride: int = num(128, ge=1, le=bounds.MAX_LENGTH)
     """Tokens between the starts of consecutive windows over a long context (Google BERT's
     meaning; transformers' run_qa.py passes its doc_stride as the overlap instead)."""
-    max_query_length: int = num(64, ge=1, le=MAX_LENGTH)
+    max_query_length: int = num(64, ge=1, le=bounds.MAX_LENGTH)
     """Questions are cut to this many tokens; only the context is windowed."""
-    n_best: int = num(20, ge=1, le=MAX_KEEP)
+    n_best: int = num(20, ge=1, le=bounds.MAX_KEEP)
     """Start and end candidates per window, and entries per question in nbest_predictions.json."""
-    max_answer_length: int = num(30, ge=1, le=MAX_LENGTH)
+    max_answer_length: int = num(30, ge=1, le=bounds.MAX_LENGTH)
     """Longest answer in tokens."""
-    null_threshold: float = num(0.0, ge=-MAX_LOGIT_GAP, le=MAX_LOGIT_GAP, signed=True)
+    null_threshold: float = num(0.0, ge=-bounds.MAX_LOGIT_GAP, le=bounds.MAX_LOGIT_GAP, signed=True)
     """v2.0: answer "" when null score - best span score exceeds this (run_squad.py's
     null_score_diff_threshold; results.json reports the best threshold on dev too)."""
     bad_answers: Literal["error", "repair", "skip"] = "error"
@@ -452,7 +427,7 @@ class NerConfig(TaskOverrides):
     values (lr 5e-5, batch 32, 3 epochs, 128 sub-tokens per window; the first sub-token of each
     word labelled)."""
 
-    window_overlap: int = num(32, ge=0, le=MAX_LENGTH)
+    window_overlap: int = num(32, ge=0, le=bounds.MAX_LENGTH)
     """Sub-tokens shared by consecutive windows of a long sentence (each word is still predicted
     once, by the window where it has the most context)."""
     tag_column: int = num(-1, ge=-64, le=63)
@@ -475,18 +450,18 @@ class DistillConfig:
     2015's T^2 scaling; TinyBERT (Jiao et al. 2020) adds the intermediate-layer losses with
     weight 1 each (set hidden_weight and attention_weight to 1.0 for it)."""
 
-    temperature: float = num(2.0, gt=0.0, le=MAX_TEMPERATURE)
+    temperature: float = num(2.0, gt=0.0, le=bounds.MAX_TEMPERATURE)
     """Softmax temperature of both models' logits in the soft loss (DistilBERT: 2; TinyBERT's
     prediction layer: 1). The loss is scaled by T^2 so its gradients keep their size."""
-    soft_weight: float = num(0.5, ge=0.0, le=MAX_LOSS_WEIGHT)
+    soft_weight: float = num(0.5, ge=0.0, le=bounds.MAX_LOSS_WEIGHT)
     """Weight of the soft-target loss (QA: start and end distributions; NER: the labels of
     each word's first sub-token; regression: MSE to the teacher's score)."""
-    hard_weight: float = num(0.5, ge=0.0, le=MAX_LOSS_WEIGHT)
+    hard_weight: float = num(0.5, ge=0.0, le=bounds.MAX_LOSS_WEIGHT)
     """Weight of the task's own loss on the gold labels (unlabelled examples have none)."""
-    hidden_weight: float = num(0.0, ge=0.0, le=MAX_LOSS_WEIGHT)
+    hidden_weight: float = num(0.0, ge=0.0, le=bounds.MAX_LOSS_WEIGHT)
     """Weight of the MSE between mapped hidden states (embeddings and layers; TinyBERT: 1.0). A
     student of another hidden size learns a projection to the teacher's."""
-    attention_weight: float = num(0.0, ge=0.0, le=MAX_LOSS_WEIGHT)
+    attention_weight: float = num(0.0, ge=0.0, le=bounds.MAX_LOSS_WEIGHT)
     """Weight of the KL between the mapped layers' attention distributions, averaged over heads
     and real tokens (TinyBERT, MiniLM: 1.0). Needs as many heads as the teacher, and absolute
     positions (not ModernBERT)."""
@@ -526,18 +501,19 @@ class EmbedConfig(TaskOverrides):
     unsupervised: bool = False
     """SimCSE (--unsupervised): each sentence of text_column is its own positive under a second
     dropout mask; the other sentences of the batch are the negatives."""
-    scale: float = num(20.0, gt=0.0, le=MAX_SCALE)
+    scale: float = num(20.0, gt=0.0, le=bounds.MAX_SCALE)
     """Similarity scale (1 / temperature) of both losses: cosine x scale are the logits
     (sentence-transformers' default 20; SimCSE's temperature 0.05)."""
     symmetric: bool = False
     """In-batch negatives both ways: anchor -> candidates and positive -> anchors, averaged
     (sentence-transformers' MultipleNegativesSymmetricRankingLoss); false: anchor -> candidates
     only (MultipleNegativesRankingLoss)."""
-    mini_batch_size: int | None = num(None, ge=1, le=MAX_BATCH)
+    mini_batch_size: int | None = num(None, ge=1, le=bounds.MAX_BATCH)
     """GradCache (Gao et al. 2021): texts per forward pass, while the loss still sees the whole
     batch's embeddings (memory of a mini-batch, negatives of the batch; sentence-transformers'
     Cached* losses use 32). null: one pass over the batch."""
-    dims: list[int] = field(default_factory=list, metadata={"ge": 1, "gt": None, "le": MAX_WIDTH, "hash": True, "signed": False})
+    dims: list[int] = field(default_factory=list,
+                            metadata={"ge": 1, "gt": None, "le": bounds.MAX_WIDTH, "hash": True, "signed": False})
     """Matryoshka dimensions (Kusupati et al. 2022), e.g. [128, 64, 32]: the loss is summed over
     the embeddings truncated to each; [] trains the full width only. At most the hidden size."""
     pooling: Literal["mean", "cls", "max", "last-layer-mean"] = "mean"
@@ -553,20 +529,20 @@ class EmbedConfig(TaskOverrides):
 
 @dataclass
 class FinetuneConfig:
-    learning_rate: float | Literal["auto"] = num("auto", gt=0.0, le=MAX_LR)
+    learning_rate: float | Literal["auto"] = num("auto", gt=0.0, le=bounds.MAX_LR)
     """Peak learning rate (--lr). `auto`: from the model's size (bertcli/finetune/auto_lr.py):
     1e-3 up to 2M encoder weights (measured on the quickstart's bert-tiny), 1e-4 up to 30M (Turc
     et al. 2019's small BERTs), else the task's BERT-paper rate (GLUE / classify 2e-5, NER 5e-5,
     SQuAD 3e-5); the log and results.json say which rate and why. A number is used as given."""
-    epochs: float = num(3.0, gt=0.0, le=MAX_EPOCHS)
+    epochs: float = num(3.0, gt=0.0, le=bounds.MAX_EPOCHS)
     """Passes over the training set."""
-    batch_size: int = num(32, ge=1, le=MAX_BATCH)
+    batch_size: int = num(32, ge=1, le=bounds.MAX_BATCH)
     """Sequences per optimizer step."""
-    max_seq_length: int = num(128, ge=8, le=MAX_LENGTH)
+    max_seq_length: int = num(128, ge=8, le=bounds.MAX_LENGTH)
     """Longer pairs are truncated, longest segment first."""
     warmup_ratio: float = num(0.1, ge=0.0, le=1.0)
     """Fraction of steps with linear warmup; then linear decay to 0."""
-    weight_decay: float = num(0.01, ge=0.0, le=MAX_WEIGHT_DECAY)
+    weight_decay: float = num(0.01, ge=0.0, le=bounds.MAX_WEIGHT_DECAY)
     """AdamW weight decay (not on biases and LayerNorm)."""
     beta1: float = num(0.9, ge=0.0, le=1.0)
     """AdamW first-moment decay."""
@@ -574,17 +550,17 @@ class FinetuneConfig:
     """AdamW second-moment decay."""
     eps: float = num(1e-6, gt=0.0, le=1.0)
     """AdamW epsilon."""
-    grad_clip: float | None = num(1.0, gt=0.0, le=MAX_GRAD_CLIP)
+    grad_clip: float | None = num(1.0, gt=0.0, le=bounds.MAX_GRAD_CLIP)
     """Clip the global gradient norm (null: no clipping)."""
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """As train.precision."""
     device: str = nohash("auto")
     """As train.device."""
-    threads: int | Literal["auto"] = num("auto", ge=1, le=MAX_THREADS, hash=False)
+    threads: int | Literal["auto"] = num("auto", ge=1, le=bounds.MAX_THREADS, hash=False)
     """Intra-op CPU threads, as train.threads (`auto`: the free cores; OMP_NUM_THREADS overrides it)."""
-    eval_batch_size: int = num(128, ge=1, le=MAX_BATCH, hash=False)
+    eval_batch_size: int = num(128, ge=1, le=bounds.MAX_BATCH, hash=False)
     """Sequences per evaluation batch."""
-    max_train_examples: int | None = num(None, ge=1, le=MAX_ROWS)
+    max_train_examples: int | None = num(None, ge=1, le=bounds.MAX_ROWS)
     """Use only the first N training examples (quick experiments)."""
     dropout: float | None = num(0.1, ge=0.0, le=1.0)
     """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertcli.config.sections import MAX_STEPS
+from bertcli.config.bounds import MAX_STEPS
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
