@@ -1,6 +1,6 @@
 """The fine-tuning engine: one loop for every task (the interface is in `finetune/task.py`).
 
-    run_task(task, recipe, checkpoint, final)      (called by `runner.finetune`)
+    run_task(task, recipe, checkpoint, final)      (called by `runner.finetune_task`)
         load the checkpoint with the task's head (a pretraining-only checkpoint starts the head
         fresh and says so) -> featurize train/dev/test -> fit (AdamW from the trainer's
         modules, warmup + linear decay, precision, a dev evaluation after every epoch, the best
@@ -33,7 +33,7 @@ from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Task
-from bertcli.model import load_checkpoint
+from bertcli.model.checkpoint import load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer

@@ -32,7 +32,9 @@ from bertcli.core.machine import use_threads
 from bertcli.data.build import ensure_data
 from bertcli.data.collator import PretrainCollator
 from bertcli.data.dataset import PretrainDataset, load_data
-from bertcli.model import build_model, parameter_counts, save_checkpoint
+from bertcli.model.checkpoint import save_checkpoint
+from bertcli.model.count import parameter_counts
+from bertcli.model.heads import build_model
 from bertcli.model.init_from import init_model
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.extend import load_extension
