@@ -293,3 +293,47 @@ def pytest_sessionfinish(session, exitstatus):
             os.killpg(proc.pid, signal.SIGKILL)
     for thread in _PREBUILDS.values():
         thread.join()
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the test, restored after it, whatever an earlier test left: tiny
+    models gain nothing from two, and on a busy machine OpenMP's spinning threads make them many
+    times slower. A module of tiny-model tests takes it for every test with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
+    run_export (its own verification on) and shared by the export and predict tests, once per
+    session whatever the number of xdist workers (built_once); the tests only read them."""
+    import torch
+    from helpers.export import FAMILIES, KINDS, NER_LABELS, make_checkpoint
+
+    from bertcli.export.run import run_export
+
+    def build(root: Path) -> None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for family in FAMILIES:
+                for task, head in KINDS.items():
+                    labels = NER_LABELS if head == "token" else ("negative", "positive")
+                    ckpt = root / f"{family}-{head}-0"
+                    if not ckpt.exists():
+                        make_checkpoint(root, family, head, labels=labels)
+                    result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
+                    assert result.passed, result.info["verification"]
+        finally:
+            torch.set_num_threads(before)
+
+    root = built_once(shared_dir(tmp_path_factory), "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
+    return {(family, task): (root / f"{family}-{head}-0", root / "bundles" / f"{family}-{task}")
+            for family in FAMILIES for task, head in KINDS.items()}

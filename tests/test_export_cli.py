@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error
-from test_export_util import make_checkpoint, tiny_section, write_tokenizer
+from helpers.export import export_section, make_checkpoint, write_tokenizer
 
 from bertcli.model import build_model, save_checkpoint
 
@@ -26,7 +26,7 @@ def fine_tuned(tmp_path_factory):
     tok = Tokenizer.from_file(str(root / "tok" / "tokenizer.json"))
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = build_model(tiny_section("bert"), vocab, 0, head="classification", labels=["cat", "dog"])
+    model = build_model(export_section("bert"), vocab, 0, head="classification", labels=["cat", "dog"])
     encs = [tok.encode(s) for s in CATS + DOGS]
     width = max(len(e.ids) for e in encs)
     ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in encs])

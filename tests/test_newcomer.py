@@ -10,9 +10,9 @@ import re
 import pytest
 import yaml
 from conftest import ONE_THREAD, assert_user_error, run_cli
+from helpers.models import roberta_dir
+from helpers.recipes import TINY
 from rich.console import Console
-from test_finetune_cli import _roberta_dir
-from test_train_cli import TINY
 
 from bertcli.config.recipe import load_recipe
 from bertcli.train.metrics import LiveView
@@ -146,7 +146,7 @@ def test_hub_names_fail_at_once_when_the_hub_cannot_be_reached(cli, tmp_path):
     res = cli("tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[{path: someone/corpus, format: hub}]",
               env=UNREACHABLE)
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/corpus", "corpus.sources[0]")
-    ckpt = _roberta_dir(tmp_path / "ckpt", ["a few words of text", "and a few more words"] * 20)
+    ckpt = roberta_dir(tmp_path / "ckpt", ["a few words of text", "and a few more words"] * 20)
     res = cli("finetune", "glue", "-c", ckpt, "-t", "sst2", "--hub", "someone/glue", env={**UNREACHABLE, **ONE_THREAD})
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/glue", "--hub")
 
@@ -154,7 +154,7 @@ def test_hub_names_fail_at_once_when_the_hub_cannot_be_reached(cli, tmp_path):
 def test_fill_mask_shows_decoded_words_for_byte_level_bpe(tmp_path):
     from bertcli.model.fill_mask import fill_mask
 
-    ckpt = _roberta_dir(tmp_path / "ckpt", ["the cat sat on the mat", "a dog ran in the park"] * 40)
+    ckpt = roberta_dir(tmp_path / "ckpt", ["the cat sat on the mat", "a dog ran in the park"] * 40)
     results = fill_mask(ckpt, "the <mask> sat on the mat", top_k=10_000)    # every piece
     candidates = results[0]["candidates"]
     spaced = [c for c in candidates if c["token"].startswith("Ġ") and c["token"][1:].isalpha() and c["token"][1:].isascii()]
