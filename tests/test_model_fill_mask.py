@@ -11,7 +11,7 @@ from conftest import ONE_THREAD, assert_user_error
 from helpers.models import tiny_section
 
 from bertcli.model import build_model, save_checkpoint
-from bertcli.model.fill_mask import fill_mask, render
+from bertcli.serve.fill_mask import fill_mask, render
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
@@ -109,7 +109,7 @@ def test_byte_level_filler_does_not_double_the_space():
     its own space replaces it (`while the upon was quiet`, not `while the  upon`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from bertcli.model.fill_mask import filled_text
+    from bertcli.serve.fill_mask import filled_text
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -126,7 +126,7 @@ def test_byte_level_filler_does_not_double_the_space():
 
 
 def test_wordpiece_filler_text_is_unchanged(checkpoint):
-    from bertcli.model.fill_mask import filled_text
+    from bertcli.serve.fill_mask import filled_text
     from bertcli.tokenization.load import load_tokenizer
 
     tok = load_tokenizer(checkpoint).tokenizer

@@ -15,8 +15,8 @@ import torch
 from conftest import ONE_THREAD, assert_user_error
 from helpers.export import FAMILIES, KINDS, LONG, SENTENCES, same
 
-from bertcli.export.predict import open_model
-from bertcli.finetune.tagging.schemes import entities
+from bertcli.export.predictor import open_model
+from bertcli.tasks.tagging.schemes import entities
 
 
 def records(task: str, family: str) -> list[tuple[str, dict]]:

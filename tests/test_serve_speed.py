@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers.export import FAMILIES, KINDS, LONG, SENTENCES, make_checkpoint, same
 
-from bertcli.export.predict import open_model
+from bertcli.export.predictor import open_model
 from bertcli.export.run import run_export
 
 
