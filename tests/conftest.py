@@ -100,7 +100,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     back after it (cli_state_restored), so that a later test sees nothing of it. A process costs
     about 3 s of CPU (importing torch); this costs the command's own work only.
     Variables read only when an interpreter starts (PYTHON*, HF_*, ...) cannot be given here:
-    such a test uses run_cli_process."""
+    such a test uses run_cli_process. BERTCLI_TEST_IN_PROCESS=0 runs every call in a process."""
+    if os.environ.get("BERTCLI_TEST_IN_PROCESS") == "0":       # the old way, to compare or to time it
+        return run_cli_process(*args, cwd=cwd, env=env)
     late = sorted(k for k, v in (env or {}).items() if k.startswith(STARTUP_ENV) and os.environ.get(k) != v)
     if late:
         raise ValueError(f"run_cli: {', '.join(late)} take effect when a process starts; use run_cli_process")
@@ -379,7 +381,7 @@ def _tail(text: str, lines: int = 25) -> str:
 
 @pytest.fixture
 def cli(tmp_path):
-    """`cli(*args)` runs the real CLI with the test's tmp_path as working directory."""
+    """`cli(*args)` runs the CLI (in this process: run_cli) with the test's tmp_path as working directory."""
 
     def _run(*args, **kw):
         kw.setdefault("cwd", tmp_path)
