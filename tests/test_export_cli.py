@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import ONE_THREAD, assert_user_error
+from conftest import ONE_THREAD, assert_user_error, run_cli_process
 from helpers.export import export_section, make_checkpoint, write_tokenizer
 
 from bertcli.model import build_model, save_checkpoint
@@ -127,5 +127,6 @@ def test_without_the_extra_export_names_the_install_command(cli, tmp_path, class
     shim = tmp_path / "shim"
     (shim / "onnxruntime").mkdir(parents=True)
     (shim / "onnxruntime" / "__init__.py").write_text("raise ImportError('No module named onnxruntime')\n")
-    r = cli("export", "-c", classifier, "-o", tmp_path / "out", env={**ONE_THREAD, "PYTHONPATH": str(shim)})
+    r = run_cli_process("export", "-c", classifier, "-o", tmp_path / "out", cwd=tmp_path,
+                        env={**ONE_THREAD, "PYTHONPATH": str(shim)})       # a new interpreter reads PYTHONPATH
     assert_user_error(r, "onnxruntime", "pip install 'bertcli[export]'")
