@@ -21,7 +21,7 @@ from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-from bertcli.train.pipeline import prepare_run
+from bertcli.train.resume import prepare_run
 
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=2",
