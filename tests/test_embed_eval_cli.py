@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import assert_user_error
-from test_embed_eval_metrics import write_beir
+from helpers.beir import write_beir
 
 from bertcli.finetune.embed import retrieval
 from bertcli.model.pooling import Pooling
@@ -128,7 +128,7 @@ def test_evaluate_embed_equals_sentence_transformers_evaluators(cli, pretrained_
 def test_embed_writes_npy_and_parquet_equal_to_the_embedder(cli, st_copy, tmp_path):
     import pyarrow.parquet as pq
 
-    from bertcli.finetune.embed.evaluate import Embedder
+    from bertcli.serve.evaluate_embed import Embedder
 
     texts = [t for t in TOPICS.values()] + ["a", "the river and the train"]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"key": f"k{i}", "text": t}) + "\n"

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_export_util import FAMILIES, KINDS, exported, make_checkpoint  # noqa: F401 (fixture)
+from helpers.export import FAMILIES, KINDS, make_checkpoint
 
 from bertcli.export.run import run_export, sha256
 from bertcli.model.checkpoint import load_checkpoint
@@ -133,7 +133,7 @@ def test_fp16_opset17_and_external_data(tmp_path, monkeypatch):
     import onnx
 
     from bertcli.export import graph
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
 
     torch.set_num_threads(1)
     ckpt = make_checkpoint(tmp_path, "bert", "classification")

@@ -46,7 +46,7 @@ def test_classify_trains_on_the_first_n_rows(tmp_path):
 
 
 def test_glue_trains_on_the_first_n_rows(tmp_path):
-    from test_finetune_cli import write_tasks
+    from helpers.glue import write_tasks
 
     data = write_tasks(tmp_path / "glue", n_sst=64)
     ckpt = tiny_checkpoint(tmp_path / "ckpt",
@@ -106,9 +106,9 @@ def test_every_split_type_is_cut_alike():
     """`Split.head` of the three split classes keeps the first n examples with everything
     aligned to them (SQuAD: only the contexts those questions use)."""
     from bertcli.finetune.classification.glue_data import Split
-    from bertcli.finetune.qa.data import SquadSplit
     from bertcli.finetune.tagging.data import TagSplit
     from bertcli.finetune.task import TaskSplits
+    from bertcli.tasks.qa.data import SquadSplit
 
     text = Split("train", "f", ["a", "b", "c"], ["x", "y", "z"], np.array([0, 1, 0]), ["0", "1", "2"]).head(2)
     assert ((text.text_a, text.text_b, text.labels.tolist(), text.ids, len(text))
