@@ -70,6 +70,10 @@ class Recipe:
     # How the command that built this recipe names the keys it lets the user set (evaluate:
     # {"data.objective": "--objective"}); None: the recipe's own keys, as pretrain reads them.
     flags: dict[str, str] | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
+    # A seed / learning-rate sweep's thread count, chosen once and recorded in its plan
+    # (bertcli/finetune/sweep.py): each of its runs uses it where finetune.threads is auto, as a
+    # resumed pretraining run uses its checkpoint's. None outside a sweep (not a recipe key).
+    sweep_threads: int | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
 
     @property
     def out(self) -> Path:
@@ -93,7 +97,7 @@ class Recipe:
         return f"{self.flags[key]} {value}" if key in self.flags else None
 
     def to_dict(self) -> dict:
-        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags
+        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags, ...
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
 
     def to_yaml(self) -> str:
