@@ -109,8 +109,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     merged = _env(env)
     argv = [str(a) for a in args]
     with cli_state_restored():
-        os.environ.clear()
-        os.environ.update(merged)
+        _set_environ(merged)
         if cwd is not None:
             os.chdir(cwd)
         sys.argv = [str(REPO / "bertcli" / "__main__.py"), *argv]
@@ -137,6 +136,16 @@ def _call_main(argv: list[str]) -> int:
 # run cannot honour a new value of theirs.
 STARTUP_ENV = ("PYTHON", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "TORCH", "CUDA_", "RANK", "LOCAL_RANK",
                "WORLD_SIZE", "MASTER_")
+
+
+def _set_environ(target: dict) -> None:
+    """Make os.environ equal `target` variable by variable, never empty in between: the background
+    build's thread (pytest_collection_finish) may start its process meanwhile."""
+    for k in [k for k in os.environ if k not in target]:
+        del os.environ[k]
+    for k, v in target.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
 
 
 def _exit_code(code: object, stderr) -> int:
@@ -249,8 +258,7 @@ class CliState:
         warnings.filters[:] = self.warning_filters
         warnings._filters_mutated()  # type: ignore[attr-defined]  # so that each run warns afresh
         os.umask(self.umask)
-        os.environ.clear()                  # last: the steps above may import what sets a variable
-        os.environ.update(self.environ)
+        _set_environ(self.environ)          # last: the steps above may import what sets a variable
 
 
 def _signals() -> list[signal.Signals]:

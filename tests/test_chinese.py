@@ -7,7 +7,7 @@ import json
 
 import pytest
 from chinese_text import documents, write
-from conftest import run_cli
+from conftest import run_cli, run_cli_process
 
 from bertcli.config.recipe import load_recipe
 from bertcli.corpus.build import split_sentences
@@ -196,7 +196,7 @@ def test_pretrain_bert_tiny_chinese_end_to_end(zh):
     import transformers as tf
 
     out = zh["tmp"] / "e2e"
-    r = run_cli("pretrain", "-r", "bert-tiny-chinese", "--set", f"output_dir={out}",
+    r = run_cli_process("pretrain", "-r", "bert-tiny-chinese", "--set", f"output_dir={out}",
                 "--set", f"corpus.sources=[{zh['corpus']}]", "--set", "data.dupe_factor=1",
                 "--set", "data.max_seq_length=64", "--set", "data.max_predictions_per_seq=10",
                 "--set", "train.batch_size=16", "--set", "train.max_steps=150", "--set", "train.warmup_steps=15",

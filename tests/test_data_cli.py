@@ -3,7 +3,7 @@ one clear message, no traceback)."""
 
 from __future__ import annotations
 
-from conftest import assert_user_error, write_documents
+from conftest import assert_user_error, run_cli_process, write_documents
 from helpers.data import make_documents
 
 BASE = ("--recipe", "bert-tiny", "--set", "tokenizer.vocab_size=300", "--set", "data.dupe_factor=1",
@@ -57,8 +57,8 @@ def test_jieba_missing(cli, tmp_path):
     fake.mkdir()
     (fake / "jieba.py").write_text("raise ImportError('no jieba here')\n")
     corpus = write_documents(tmp_path / "c.txt", make_documents(10, seed=6))
-    res = build(cli, corpus, "--set", "data.whole_word=true", "--set", "data.word_segmenter=jieba",
-                env={"PYTHONPATH": str(fake)})
+    res = build(run_cli_process, corpus, "--set", "data.whole_word=true", "--set", "data.word_segmenter=jieba",
+                cwd=tmp_path, env={"PYTHONPATH": str(fake)})          # a new interpreter reads PYTHONPATH
     assert_user_error(res, "jieba package is not installed", "pip install")
 
 

@@ -11,7 +11,7 @@ import random
 import signal
 
 import pytest
-from conftest import ONE_THREAD, finish, popen_cli, run_cli, wait_paused
+from conftest import ONE_THREAD, finish, popen_cli, run_cli, run_cli_process, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
 
 from bertcli.finetune import auto_lr, outcome
@@ -64,7 +64,7 @@ def test_quickstart_checkpoint_learns_at_default_settings(tmp_path, pretrained_t
 
     files = _files(tmp_path / "data")
     out = tmp_path / "out"
-    r = run_cli(*_classify(pretrained_tiny, files, out, test=True), cwd=tmp_path, env=ONE_THREAD)
+    r = run_cli_process(*_classify(pretrained_tiny, files, out, test=True), cwd=tmp_path, env=ONE_THREAD)  # the quickstart's
     assert r.rc == 0, r.output
     res = json.loads((out / "results.json").read_text())
     assert res["learning_rate"]["source"] == "auto" and res["learning_rate"]["value"] == auto_lr.TINY_LR

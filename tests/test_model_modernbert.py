@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 import transformers as tf
-from conftest import ONE_THREAD, run_cli
+from conftest import ONE_THREAD, run_cli_process
 from helpers.glue import write_tasks
 from helpers.hf import TOL, hf_config
 from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
@@ -162,7 +162,7 @@ TINY = ["corpus.sources=[{path: builtin, max_documents: 80}]", "corpus.validatio
 def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):
     run = tmp_path / "run"
     sets = [x for s in TINY for x in ("--set", s)]
-    r = run_cli("pretrain", "--recipe", "modernbert-tiny", *sets, "--set", f"output_dir={run}", cwd=tmp_path,
+    r = run_cli_process("pretrain", "--recipe", "modernbert-tiny", *sets, "--set", f"output_dir={run}", cwd=tmp_path,
                 env=ONE_THREAD)
     assert r.rc == 0, r.output
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -187,7 +187,7 @@ def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):
     # `bertcli finetune glue` on the checkpoint; the saved classifier loads in transformers
     data = write_tasks(tmp_path / "glue", n_sst=320)
     out = tmp_path / "ft"
-    r = run_cli("finetune", "glue", "--checkpoint", final, "--task", "sst2", "--data-dir", data, "--out", out,
+    r = run_cli_process("finetune", "glue", "--checkpoint", final, "--task", "sst2", "--data-dir", data, "--out", out,
                 "--set", "finetune.learning_rate=1e-3", "--set", "finetune.batch_size=16",
                 "--set", "finetune.max_seq_length=64", "--set", "finetune.epochs=3", cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused, write_documents
+from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli_process, wait_paused, write_documents
 from helpers.recipes import TINY
 
 from bertcli.config.recipe import load_recipe
@@ -31,7 +31,7 @@ def pretrain(recipe: str, out: Path, *sets: str, cache: Path | None = None, extr
             "--set", f"output_dir={out}"]
     if cache is not None:
         args += ["--set", f"cache_dir={cache}"]
-    return run_cli(*args, *extra, cwd=out.parent, env=ONE_THREAD)
+    return run_cli_process(*args, *extra, cwd=out.parent, env=ONE_THREAD)     # end to end: the real process
 
 
 def model_records(path: Path) -> list[dict]:
