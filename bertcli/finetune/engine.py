@@ -34,6 +34,7 @@ from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Task
 from bertcli.model import load_checkpoint
+from bertcli.model.checkpoint import Model
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
@@ -161,7 +162,7 @@ def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, d
             for name, (split, feats) in devs.items()}
 
 
-def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
+def fit(model: Model, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
         pad_id: int, teacher=None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
