@@ -70,6 +70,10 @@ class Recipe:
     # How the command that built this recipe names the keys it lets the user set (evaluate:
     # {"data.objective": "--objective"}); None: the recipe's own keys, as pretrain reads them.
     flags: dict[str, str] | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
+    # A sweep's thread count, chosen once for all its runs (bertcli/finetune/sweep.py:run_recipe):
+    # the engine uses it where finetune.threads is auto; not a recipe key (recipe.yaml stays a
+    # single run's). A field, so that a task's dataclasses.replace of the recipe keeps it.
+    sweep_threads: int | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
 
     @property
     def out(self) -> Path:
@@ -93,7 +97,7 @@ class Recipe:
         return f"{self.flags[key]} {value}" if key in self.flags else None
 
     def to_dict(self) -> dict:
-        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags
+        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags, sweep_threads
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
 
     def to_yaml(self) -> str:

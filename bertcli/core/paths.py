@@ -26,9 +26,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 SPACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
                 errno.EFBIG: "the file is larger than the file system allows"}
@@ -95,7 +99,7 @@ def check_output_file(path: Path | str, what: str = "the output file", key: str 
     return path
 
 
-def check_recipe_outputs(recipe) -> None:
+def check_recipe_outputs(recipe: Recipe) -> None:
     """Every directory a recipe's stages and run write: output_dir and cache_dir."""
     check_output_dir(recipe.out, "the run directory", "output_dir")
     if recipe.cache_dir:

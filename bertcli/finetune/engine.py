@@ -18,6 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -50,6 +51,9 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 
 @dataclass
@@ -271,7 +275,7 @@ def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretra
     return model, report
 
 
-def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pretrained", teacher=None) -> dict:
+def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: str = "pretrained", teacher=None) -> dict:
     """Fine-tune, evaluate and predict one task whose splits are read (`task.data`); returns its
     results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
@@ -282,7 +286,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
-    use_threads(cfg.threads, "finetune.threads", device, recorded=getattr(recipe, "sweep_threads", None))
+    use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads)
     tok = load_tokenizer(checkpoint)
     if teacher is None:
         model, report = load_model(task, checkpoint, cfg, recipe.seed, init)

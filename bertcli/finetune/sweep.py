@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.options import SweepArgs, parse_seeds
 from bertcli.core import console
@@ -37,6 +38,9 @@ from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
 from bertcli.core.testhooks import pause_point
 from bertcli.finetune import sweep_summary
 from bertcli.finetune.classification.submission import write_json
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 STATE = "sweep.json"
 VERSION = 1
@@ -82,7 +86,7 @@ def read_plan(out: Path) -> Plan:
     return plan
 
 
-def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Path) -> Plan:
+def make_plan(command: str, checkpoint: Path, recipe: Recipe, sweep: SweepArgs, out: Path) -> Plan:
     """The plan: a new one from the flags, or with --resume the one recorded in `out`, which the
     flags given must not contradict (a resumed sweep is the same sweep)."""
     if sweep.resume and is_sweep(out):
@@ -106,7 +110,7 @@ def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Pat
     return Plan(command, str(checkpoint), seeds, sweep.rates, threads)
 
 
-def run_recipe(recipe, lr: float | None, seed: int, threads: int):
+def run_recipe(recipe: Recipe, lr: float | None, seed: int, threads: int) -> Recipe:
     """The recipe of one run: its seed, its rate (when the sweep has a grid) in place of the
     recipe's everywhere (task blocks too), so it is the rate used, and the sweep's thread count
     as `sweep_threads` (not a recipe key: results.json and recipe.yaml stay those of a single
@@ -117,9 +121,7 @@ def run_recipe(recipe, lr: float | None, seed: int, threads: int):
                   if dataclasses.is_dataclass(getattr(ft, f.name)) and hasattr(getattr(ft, f.name), "learning_rate")}
         tasks = {k: dataclasses.replace(v, learning_rate=None) for k, v in ft.tasks.items()}
         ft = dataclasses.replace(ft, learning_rate=lr, tasks=tasks, **blocks)
-    run = dataclasses.replace(recipe, seed=seed, finetune=ft)
-    run.sweep_threads = threads
-    return run
+    return dataclasses.replace(recipe, seed=seed, finetune=ft, sweep_threads=threads)
 
 
 # ------------------------------------------------------------------------------------ the runs
@@ -132,7 +134,7 @@ def finished(folder: Path) -> dict | None:
     return results if isinstance(results, dict) and "interrupted" not in results else None
 
 
-def record_diverged(folder: Path, recipe, lr: float | None, seed: int, error: Diverged) -> dict:
+def record_diverged(folder: Path, recipe: Recipe, lr: float | None, seed: int, error: Diverged) -> dict:
     """A diverged run's results.json (nothing else was written): counted, never run again."""
     results = {"seed": seed, "learning_rate": lr, "diverged": {"message": error.what, "fix": error.fix}}
     with building(folder, recipe) as tmp:
@@ -187,7 +189,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
-def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path], dict], label: str,
+def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe, Path], dict], label: str,
                clock: Clock, top: Path | None = None, also: tuple[Path, ...] = ()) -> list[dict]:
     """Each (rate, seed) of the plan in turn into root/<folder>; a finished run is read, not run
     again. After each run, --out's marker (`top`, default `root`) lists its files (and those
@@ -278,7 +280,7 @@ def describe(plan: Plan, tasks: int = 1) -> str:
             + f"), one after another at {plan.threads} thread{'s' if plan.threads > 1 else ''}")
 
 
-def run_sweep(plan: Plan, recipe, checkpoint: Path, out: Path, one_run: Callable[[object, Path], dict],
+def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: Callable[[Recipe, Path], dict],
               force: bool = False) -> dict:
     """One task's sweep into `out`; results.json's content ({"sweep": ...})."""
     out = Path(out)

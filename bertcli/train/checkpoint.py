@@ -37,7 +37,7 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -49,6 +49,9 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.paths import STEP_DIR, check_space, saving
 from bertcli.model.manifest import verify_checkpoint, write_manifest
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
@@ -311,7 +314,7 @@ def estimated_size(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
     return 2 * weights + opt
 
 
-def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torch.optim.Optimizer,
+def save(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, optimizer: torch.optim.Optimizer,
          state: TrainState | dict, rng: list[dict]) -> Path:
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
     writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
@@ -337,7 +340,7 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
     return path
 
 
-def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step: int) -> Path:
+def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, step: int) -> Path:
     """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
     without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
     extending a finished run read). The same refusals as `save`."""

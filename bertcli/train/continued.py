@@ -14,11 +14,15 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.checkpoint import weights_sha256
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 FILE = "init_from.json"
 
@@ -36,9 +40,10 @@ def _read(run_dir: Path) -> dict | None:
         return None
 
 
-def check_source(recipe, run_dir: Path, resuming: bool) -> dict:
+def check_source(recipe: Recipe, run_dir: Path, resuming: bool) -> dict:
     """The checkpoint's fingerprint; when resuming, a UserError if it is not the one the run
     started from (the same path holding other weights: `--resume` continues one run)."""
+    assert recipe.model.init_from is not None, "check_source is continued pretraining: a recipe with model.init_from"
     path = Path(recipe.model.init_from)
     sha = weights_sha256(path)
     saved = _read(run_dir) if resuming else None

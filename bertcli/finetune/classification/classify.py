@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from bertcli.finetune.task import TaskSplits, overlay
 from bertcli.io import records, tables
 from bertcli.io.tables import Table
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -169,7 +173,7 @@ class ClassifyTask(SequenceTask):
         return splits
 
 
-def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | None = None,
+def run_classify(recipe: Recipe, checkpoint: Path, train: Path, dev: Path, test: Path | None = None,
                  out: Path | None = None, encoding: str | None = None, **columns) -> dict:
     """Fine-tune on your own files; `columns` override finetune.classify keys (the CLI flags)."""
     if columns:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from bertcli.finetune.classification.glue import GLUE_ORDER, TASKS, TaskSpec, re
 from bertcli.finetune.classification.glue_data import load_task
 from bertcli.finetune.classification.glue_run import GlueTask, select_tasks
 from bertcli.finetune.classification.submission import write_json
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 FROM_MNLI = ("rte", "mrpc", "stsb")
 AVERAGE_RULE = ("GLUE-dev average: the mean over the 8 tasks without WNLI of each task's cell, a task with two "
@@ -55,7 +59,7 @@ def steps_of(spec: TaskSpec, cfg, n_train: int) -> int:
     return max(1, math.ceil(hyper.epochs * math.ceil(n_train / hyper.batch_size)))
 
 
-def sweep_glue(plan: sweeps.Plan, recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
+def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
                data_dir: Path | None = None, hub: str | None = None, from_mnli: bool = False) -> dict:
     """The GLUE protocol into `out`; results.json's content ({"sweep": ... with "glue"})."""
     cfg = recipe.finetune

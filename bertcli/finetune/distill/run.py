@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -23,11 +24,14 @@ from bertcli.finetune.distill.unlabelled import add_unlabelled
 from bertcli.finetune.qa.task import SquadTask
 from bertcli.finetune.tagging.task import NerTask
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
 
 
-def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
+def run_distill(recipe: Recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
                 unlabelled: Path | None = None) -> dict:
     """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content."""
     checkpoint = Path(checkpoint)
@@ -97,7 +101,7 @@ def speed_rows(speed: dict | None) -> list[tuple[str, str]]:
     return rows
 
 
-def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
+def make_task(name: str, recipe: Recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
               data_dir: Path | None = None, hub: str | None = None, version: int = 1, encoding: str | None = None,
               **columns):
     """The fine-tuning task `name` (classify, ner, squad) on the finetune commands' data flags;

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,10 +34,13 @@ from bertcli.finetune.tagging.data import TagSplit
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding, read_lines
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+
 TAG = re.compile(r"^(O|[BIESLU]-\S+)$")      # a CoNLL tag column's values
 
 
-def add_unlabelled(task, path: Path, recipe) -> int:
+def add_unlabelled(task, path: Path, recipe: Recipe) -> int:
     """Append the examples of `path` to `task.data.train`, unlabelled; their number."""
     path = Path(path)
     if not path.exists():
@@ -65,7 +69,7 @@ def add_unlabelled(task, path: Path, recipe) -> int:
     return n
 
 
-def _classify(task, train: Split, path: Path, opts: LineOptions, recipe) -> tuple[Split, int]:
+def _classify(task, train: Split, path: Path, opts: LineOptions, recipe: Recipe) -> tuple[Split, int]:
     if task.spec.is_regression:
         raise UserError("--unlabelled is for classification, not regression", where="--unlabelled",
                         fix="leave --unlabelled out")

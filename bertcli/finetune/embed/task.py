@@ -36,6 +36,8 @@ from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sen
 if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is trained: a bad file is reported without them
     import torch
 
+    from bertcli.config.recipe import Recipe
+
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
 
 
@@ -160,7 +162,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
                 "scale": b.scale, "symmetric": b.symmetric, "mini_batch_size": b.mini_batch_size, "dims": list(b.dims)}
 
 
-def run_embed(recipe, checkpoint: Path, train: Path, dev: Path | None = None, out: Path | None = None,
+def run_embed(recipe: Recipe, checkpoint: Path, train: Path, dev: Path | None = None, out: Path | None = None,
               encoding: str | None = None, **options) -> dict:
     """Fine-tune an embedding model; `options` override finetune.embed keys (the CLI flags)."""
     if "negative_columns" in options:

@@ -34,6 +34,8 @@ from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 if TYPE_CHECKING:
     import torch
 
+    from bertcli.config.recipe import Recipe
+
 
 class SquadTask(Task[SquadSplit, Decoded]):
     head = "qa"
@@ -185,7 +187,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 
 
 # ----------------------------------------------------------------------------------- command
-def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
+def run_squad(recipe: Recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
               version: int = 1, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
     return runner.finetune(SquadTask(recipe.finetune, version, data_dir, hub), recipe, checkpoint, out)

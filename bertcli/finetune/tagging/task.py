@@ -33,6 +33,8 @@ from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 if TYPE_CHECKING:
     import torch
 
+    from bertcli.config.recipe import Recipe
+
 
 class NerTask(Task[TagSplit, list[list[str]]]):
     name = "ner"
@@ -194,6 +196,6 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                 + [(f"{t} F1", f"{100 * dev[t + '/f1']:.1f}") for t in sorted({k.split('/')[0] for k in dev if '/' in k})])
 
 
-def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
+def run_ner(recipe: Recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
     return runner.finetune(NerTask(recipe.finetune, data_dir, encoding), recipe, checkpoint, out)
