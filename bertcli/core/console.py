@@ -206,7 +206,7 @@ def _escape(text: str) -> str:
 
 
 @contextlib.contextmanager
-def quiet_datasets():
+def quiet_datasets() -> Iterator[None]:
     """datasets' own tqdm bars and info logs off while we report progress ourselves."""
     import datasets
 

@@ -33,7 +33,8 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 from bertcli import __version__
 from bertcli.core import jsonout, paths
@@ -431,7 +432,7 @@ def removing_on_signal(*temporaries: Path) -> Iterator[None]:
     other process writes them), given before they exist. They are removed on any exception,
     wherever it struck: also between a file's creation and the `try` of the writer that owns it,
     where a signal is most likely on a busy machine (the writer is descheduled as `open` returns)."""
-    def _raise(signum, frame):
+    def _raise(signum: int, frame: FrameType | None) -> NoReturn:
         raise SystemExit(128 + signum)
 
     installed = False
