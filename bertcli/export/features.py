@@ -25,6 +25,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,11 @@ from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
 from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.load import load_tokenizer
+
+if TYPE_CHECKING:  # torch loads where a model runs
+    from torch import Tensor
+
+    from bertcli.model.checkpoint import Model
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -95,7 +101,8 @@ def batches(items: Iterator, size: int) -> Iterator[list]:
 
 
 # ------------------------------------------------------------------------------------ model
-def hidden_states(model, input_ids, attention_mask, token_type_ids):
+def hidden_states(model: Model, input_ids: Tensor, attention_mask: Tensor,
+                  token_type_ids: Tensor | None) -> list[Tensor]:
     """[L + 1] hidden states, each [B, T, H] (zeros at padding), as transformers numbers them.
     Read through forward hooks on the encoder's sublayers (every layer ends with its
     feed-forward block; ALBERT's shared blocks fire once per layer that runs them)."""
@@ -180,7 +187,7 @@ def writing_vectors(out: Path, input: Path, checkpoint: Path, force: bool, what:
     if out.suffix not in (".parquet", ".npy"):
         raise UserError(f"--out {out}: write .parquet or .npy", fix=f"e.g. --out {what}.parquet")
 
-    def check():
+    def check() -> None:
         for path in output_files(out):
             check_output_file(path, force, [input], [checkpoint], "--out", f"the {what}")
 

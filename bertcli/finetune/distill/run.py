@@ -74,7 +74,7 @@ def summary_rows(results: dict) -> list[tuple[str, str]]:
     d = results["distill"]
     t, s = d["teacher"], d["student"]
 
-    def mb(n):
+    def mb(n: float | None) -> str:
         return "-" if n is None else f"{n / 1e6:.1f} MB"
 
     return [("score (teacher / student)", f"{100 * t['score']:.1f} / {100 * s['score']:.1f}"),
