@@ -33,7 +33,7 @@ from bertcli.core.testhooks import pause_point
 from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
-from bertcli.finetune.task import Features, Hyper, Task
+from bertcli.finetune.task import Features, Hyper, Split, Task
 from bertcli.model import load_checkpoint
 from bertcli.model.checkpoint import Model
 from bertcli.model.finite import check_trained
@@ -144,8 +144,8 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
 
 # ------------------------------------------------------------------------------------ loop
 @torch.no_grad()
-def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, batch_size: int,
-            device: torch.device, precision: str):
+def predict(model: nn.Module, task: Task, split: Split, data: Features, pad_id: int, batch_size: int,
+            device: torch.device, precision: str) -> object:
     """The task's predictions for `split` (one per example, in order)."""
     was_training = model.training
     model.eval()
@@ -176,7 +176,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg, seed: int, d
     order_rng = torch.Generator().manual_seed(seed)
     model.to(device)
 
-    def train_mode():
+    def train_mode() -> None:
         # A frozen encoder computes features as at inference (no dropout inside it); the
         # head's own dropout still applies.
         model.train()
@@ -313,7 +313,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
-    def run(split, feats):
+    def run(split: Split, feats: Features) -> object:      # the task's predictions of the split
         return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
 
     final = Path(final)

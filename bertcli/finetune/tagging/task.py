@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import torch
 
     from bertcli.config.recipe import Recipe
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):
@@ -103,7 +104,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                                     "(same tag set and scheme in every split?)")
 
     # -- features -------------------------------------------------------------------------------
-    def featurizer(self, tok):
+    def featurizer(self, tok: TokenizerInfo) -> TagFeaturizer:
         """The featurizer predict uses on this model: this run's window length and overlap."""
         return TagFeaturizer(Context(tok, self.labels, self.hyper.max_seq_length,
                                      {"window_overlap": self.block.window_overlap}))
