@@ -12,7 +12,6 @@ import contextlib
 import math
 import time
 from collections.abc import Iterator
-from typing import Protocol
 
 from bertcli.core import console
 from bertcli.train.metrics import _duration
@@ -52,16 +51,10 @@ class PlainFit:
         return text
 
 
-class _Advancing(Protocol):
-    """What console.progress yields."""
-
-    def advance(self, n: float = 1) -> None: ...
-
-
 class _Bar:
     """The terminal bar, taking (and dropping) the figures the plain lines show."""
 
-    def __init__(self, bar: _Advancing) -> None:
+    def __init__(self, bar: console.Advancing) -> None:
         self.bar = bar
 
     def advance(self, n: int = 1, loss: float | None = None, lr: float | None = None, epoch: int | None = None) -> None:

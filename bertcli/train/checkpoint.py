@@ -34,7 +34,7 @@ import math
 import random
 import shutil
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +62,7 @@ def step_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:07d}"
 
 
-def _required(default=dataclasses.MISSING, factory=dataclasses.MISSING):
+def _required(default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING) -> Any:   # as dataclasses.field's
     """A state key a resume cannot do without: a state.json lacking it is damaged."""
     return field(default=default, default_factory=factory, metadata={"required": True})
 
@@ -139,7 +139,7 @@ def _is_num(v) -> bool:
 
 
 def _field_problems(s: TrainState, step_of_dir: int | None):
-    def count(name, low=0):
+    def count(name: str, low: int = 0) -> Iterator[tuple[str, str]]:
         v = getattr(s, name)
         if not _is_int(v):
             yield name, f"is {v!r}, not an integer"

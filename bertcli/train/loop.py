@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -108,18 +109,18 @@ class StopFlag:
         self.signum: int | None = None
         self._old: dict[int, Any] = {}  # signal -> the handler it had before
 
-    def __enter__(self):
+    def __enter__(self) -> StopFlag:
         for s in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError):  # not the main thread: no handlers
                 self._old[s] = signal.signal(s, self._handle)
         return self
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
 

@@ -25,6 +25,7 @@ import torch
 
 from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
 from bertcli.config.recipe import Recipe, load_recipe
+from bertcli.config.stages import StageResult
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
@@ -206,7 +207,7 @@ def _stages(recipe: Recipe, d: distributed.Dist):
     """Tokenizer and data (StageResults). The main process builds what is missing while the
     others wait; then each node's first process checks (a node without a shared filesystem
     builds its own copy, deterministically the same), then everyone loads."""
-    def both():
+    def both() -> tuple[StageResult, StageResult]:
         return ensure_tokenizer(recipe), ensure_data(recipe)
 
     results = None
