@@ -369,7 +369,7 @@ def validate(r: Recipe) -> None:
         check_plan(r)
 
 
-def check_plan(r) -> None:
+def check_plan(r: Recipe) -> None:
     """Recipe-load checks of train.max_time and train.phases: every phase's recipe must be a
     valid recipe on its own (the cross-field rules of recipe.validate, e.g. max_seq_length
     against the model's positions)."""

@@ -206,7 +206,8 @@ class Trainer:
         phase's first step."""
         cfg, d = ph.recipe.train, self.d
         auto = cfg.micro_batch_size == "auto"
-        local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
+        local, requested, _ = split_batch(cfg.batch_size, d.world_size,
+                                          None if cfg.micro_batch_size == "auto" else cfg.micro_batch_size)
         length = ph.recipe.data.max_seq_length
         available, source = memory.available_bytes(self.device)
         try:
@@ -517,10 +518,10 @@ class Trainer:
             result.stage_seconds += spent
             self._enter_phase(ph, data)
         if self.phased:
-            t = ph.recipe.train
+            tr = ph.recipe.train
             view.message(f"{ph.name}: steps {ph.start + 1:,}-{ph.end:,}, max_seq_length {ph.recipe.data.max_seq_length}, "
-                         f"batch {t.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
-                         f"peak lr {t.learning_rate:g}")
+                         f"batch {tr.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
+                         f"peak lr {tr.learning_rate:g}")
         return self._train_loader()
 
     def _tick(self) -> None:

@@ -86,7 +86,7 @@ def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, f
         elif from_mnli and spec.name in FROM_MNLI:
             console.log(f"warning: {spec.glue_name} starts from {checkpoint}: no MNLI run finished to start from")
 
-        def one_run(r, folder: Path, spec=spec, start=start) -> dict:
+        def one_run(r: Recipe, folder: Path, spec: TaskSpec = spec, start: Path = start) -> dict:
             rel = folder.relative_to(out / spec.name).as_posix()
             task = GlueTask(spec, r.finetune, out / "submissions" / spec.name / rel, data=data[spec.name])
             return runner.finetune(task, r, start, folder, show=False)
