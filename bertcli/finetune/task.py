@@ -63,7 +63,10 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions comes with torch
+    from torch import nn
     from typing_extensions import Self
+
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 @dataclass
@@ -178,10 +181,10 @@ class Task(Generic[S, P]):
     def read(self) -> TaskSplits[S]:
         raise NotImplementedError
 
-    def featurize(self, split: S, tok, zero_types: bool) -> Features:
+    def featurize(self, split: S, tok: TokenizerInfo, zero_types: bool) -> Features:
         raise NotImplementedError
 
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
 
     def loss(self, outputs, batch: dict):
@@ -224,7 +227,7 @@ class Task(Generic[S, P]):
     def results(self) -> dict:
         return {}
 
-    def save_model(self, model, directory: Path, checkpoint: Path) -> None:
+    def save_model(self, model: nn.Module, directory: Path, checkpoint: Path) -> None:
         """Write the best model into `directory` (a Hugging Face directory with the checkpoint's
         tokenizer; the embed task adds its sentence-transformers modules)."""
         from bertcli.model.checkpoint import save_checkpoint  # torch: only when a model is saved

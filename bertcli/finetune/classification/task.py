@@ -24,6 +24,8 @@ from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
 if TYPE_CHECKING:
     import torch
 
+    from bertcli.tokenization.load import TokenizerInfo
+
 
 class SequenceTask(Task[Split, np.ndarray]):
     """Classification of a text (pair) into `spec.labels` (None: regression). Subclasses read
@@ -53,7 +55,7 @@ class SequenceTask(Task[Split, np.ndarray]):
     def model_kwargs(self) -> dict:
         return {"num_labels": self.spec.num_labels, "labels": self.spec.names}
 
-    def featurize(self, split: Split, tok, zero_types: bool) -> Features:
+    def featurize(self, split: Split, tok: TokenizerInfo, zero_types: bool) -> Features:
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":

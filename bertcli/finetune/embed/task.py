@@ -35,8 +35,10 @@ from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sen
 
 if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is trained: a bad file is reported without them
     import torch
+    from torch import nn
 
     from bertcli.config.recipe import Recipe
+    from bertcli.tokenization.load import TokenizerInfo
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
 
@@ -86,7 +88,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         cache = f", GradCache mini-batches of {self.block.mini_batch_size}" if self.block.mini_batch_size else ""
         return f"embed ({KIND_WORDS[self.kind]}, {self.pooling.mode} pooling{cache})"
 
-    def featurize(self, split, tok, zero_types: bool) -> Features:
+    def featurize(self, split, tok: TokenizerInfo, zero_types: bool) -> Features:
         """Train: examples as per-feature text ids (no tokens; the pool holds them). Dev: every
         text to embed."""
         self.pad_id = tok.pad_id
@@ -115,7 +117,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
 
         return step.objective(self, batch)
 
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         if not train:
             return self.embed(model, batch)
         from bertcli.finetune.embed import step
@@ -151,7 +153,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         loss = results["history"][-1]["train_loss"]
         return rows or [("train loss", "n/a" if loss is None else f"{loss:.4f}")]
 
-    def save_model(self, model, directory: Path, checkpoint: Path) -> None:
+    def save_model(self, model: nn.Module, directory: Path, checkpoint: Path) -> None:
         """The encoder checkpoint, then the sentence-transformers modules around it."""
         super().save_model(model, directory, checkpoint)
         write_sentence_dir(directory, self.pooling, self.hyper.max_seq_length)

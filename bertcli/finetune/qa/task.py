@@ -33,8 +33,10 @@ from bertcli.finetune.task import Features, Task, TaskSplits, overlay
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
     from bertcli.config.recipe import Recipe
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
@@ -69,7 +71,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
         return f"SQuAD {self.data.facts['version']} ({len(self.data.dev[0]):,} dev questions)"
 
     # ------------------------------------------------------------------------- features
-    def featurize(self, split: SquadSplit, tok, zero_types: bool) -> Features:
+    def featurize(self, split: SquadSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         is_train = split is self.data.train
         f = self.featurizer(tok).windows(split, zero_types, labels=is_train)
         self.windows[split.name] = len(f)
@@ -86,7 +88,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
                         per_feature=per_feature, extra={"squad": f})
 
     # ------------------------------------------------------------------------- model side
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         start, end = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         pad = batch["attention_mask"] == 0
         # padding can never be an answer: out of the softmax

@@ -32,6 +32,7 @@ from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
     from bertcli.config.recipe import Recipe
     from bertcli.tokenization.load import TokenizerInfo
@@ -109,7 +110,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         return TagFeaturizer(Context(tok, self.labels, self.hyper.max_seq_length,
                                      {"window_overlap": self.block.window_overlap}))
 
-    def featurize(self, split: TagSplit, tok, zero_types: bool) -> Features:
+    def featurize(self, split: TagSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         rows_ids, rows_labels, rows_words, example = [], [], [], []
         with console.progress(f"tokenizing ner {split.name}", total=len(split)) as bar:
             for e, (wins, tags) in enumerate(zip(self.featurizer(tok).encode_sentences(split.tokens), split.tags)):
@@ -124,7 +125,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         return pack(rows_ids, types, example, zero_types, labels=rows_labels, word=rows_words)
 
     # -- model ------------------------------------------------------------------------------
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         # Only the words' first sub-tokens are read: the last layer computes just those rows.
         key = "labels" if train else "word"
         positions = batch[key].reshape(-1).ne(-100).nonzero().squeeze(1)     # [n] flat
