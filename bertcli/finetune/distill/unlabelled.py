@@ -36,11 +36,12 @@ from bertcli.io.text import LineOptions, check_encoding, read_lines
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.finetune.task import Task
 
 TAG = re.compile(r"^(O|[BIESLU]-\S+)$")      # a CoNLL tag column's values
 
 
-def add_unlabelled(task, path: Path, recipe: Recipe) -> int:
+def add_unlabelled(task: Task, path: Path, recipe: Recipe) -> int:
     """Append the examples of `path` to `task.data.train`, unlabelled; their number."""
     path = Path(path)
     if not path.exists():
