@@ -34,16 +34,13 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from bertcli import __version__
 from bertcli.core import jsonout, paths
 from bertcli.core.errors import UserError
 from bertcli.core.locks import _alive as alive
 from bertcli.core.locks import lock_path, run_lock
-
-if TYPE_CHECKING:
-    from bertcli.config.recipe import Recipe
 
 MARKER = ".bertcli-output.json"
 TEMP_MARKER = ".bertcli-temporary.json"
@@ -168,7 +165,7 @@ def check_work_dir(out: Path, inputs: Iterable, key: str, checkpoints: Iterable 
                             "it reads", where=str(out), fix=f"choose another {key}, outside the inputs")
 
 
-def check_recipe_work_dirs(recipe: Recipe, out_key: str = "output_dir", cache_key: str = "cache_dir") -> None:
+def check_recipe_work_dirs(recipe: paths.RecipeDirs, out_key: str = "output_dir", cache_key: str = "cache_dir") -> None:
     """check_work_dir for a recipe's output_dir and cache_dir, against its corpus sources and
     model.init_from (`out_key` / `cache_key`: the names the command gives them, e.g. --cache)."""
     init = [recipe.model.init_from] if recipe.model.init_from else []

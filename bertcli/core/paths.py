@@ -26,13 +26,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-
-if TYPE_CHECKING:
-    from bertcli.config.recipe import Recipe
 
 SPACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
                 errno.EFBIG: "the file is larger than the file system allows"}
@@ -99,7 +96,28 @@ def check_output_file(path: Path | str, what: str = "the output file", key: str 
     return path
 
 
-def check_recipe_outputs(recipe: Recipe) -> None:
+class _InitFrom(Protocol):
+    @property
+    def init_from(self) -> str | None: ...
+
+
+class RecipeDirs(Protocol):
+    """What the checks of a recipe's write paths read of it: a bertcli.config.recipe.Recipe, which
+    core (the lowest layer) does not import."""
+
+    @property
+    def cache_dir(self) -> str | None: ...
+    @property
+    def out(self) -> Path: ...
+    @property
+    def cache(self) -> Path: ...
+    @property
+    def model(self) -> _InitFrom: ...
+
+    def corpus_paths(self) -> list[Path]: ...
+
+
+def check_recipe_outputs(recipe: RecipeDirs) -> None:
     """Every directory a recipe's stages and run write: output_dir and cache_dir."""
     check_output_dir(recipe.out, "the run directory", "output_dir")
     if recipe.cache_dir:
