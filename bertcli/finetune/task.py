@@ -66,6 +66,7 @@ if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions 
     from torch import nn
     from typing_extensions import Self
 
+    from bertcli.config.sections import FinetuneConfig, TaskOverrides
     from bertcli.tokenization.load import TokenizerInfo
 
 
@@ -85,7 +86,7 @@ class Hyper:
 HYPER_KEYS = ("learning_rate", "epochs", "batch_size", "max_seq_length", "warmup_ratio", "weight_decay")
 
 
-def overlay(cfg, block) -> Hyper:
+def overlay(cfg: FinetuneConfig, block: TaskOverrides | None) -> Hyper:
     """finetune.<key> overlaid by `block`.<key> wherever the block sets it (not None). The
     block may carry task-only keys too (ner.tag_column ...); they land in `values`."""
     values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)

@@ -36,6 +36,7 @@ from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import ClassifyConfig, FinetuneConfig
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -64,7 +65,7 @@ def _need_column(table: Table, name: str, what: str) -> None:
                         fix=f"the columns are: {', '.join(map(str, names))}; choose one with --{what}-column")
 
 
-def _read_rows(table: Table, cfg, labelled: bool):
+def _read_rows(table: Table, cfg: ClassifyConfig, labelled: bool):
     """(texts, pairs, ids, raw labels, wheres) of every record, each value checked (bertcli.io.records)."""
     for name, what in ((cfg.text_column, "text"), (cfg.text_pair_column, "text-pair"), (cfg.id_column, "id")) + \
             (((cfg.label_column, "label"),) if labelled else ()):
@@ -77,7 +78,7 @@ def _read_rows(table: Table, cfg, labelled: bool):
     where: list[str] = []
     for w, rec in table.records():
         text.append(records.text(rec, cfg.text_column, w, "--text-column"))
-        if pair is not None:
+        if pair is not None and cfg.text_pair_column:     # a list exactly when the column is named
             pair.append(records.text(rec, cfg.text_pair_column, w, "--text-pair-column"))
         ids.append(records.optional_text(rec, cfg.id_column, w, str(len(ids))))
         if labelled:
@@ -115,7 +116,7 @@ def _spell(value) -> str:
     return str(value).strip()
 
 
-def to_split(table: Table, name: str, cfg, labels, labelled: bool, rows=None) -> Split:
+def to_split(table: Table, name: str, cfg: ClassifyConfig, labels, labelled: bool, rows=None) -> Split:
     text, pair, ids, raw, where = rows if rows is not None else _read_rows(table, cfg, labelled)
     y = None
     if labelled:
@@ -132,7 +133,7 @@ def to_split(table: Table, name: str, cfg, labels, labelled: bool, rows=None) ->
     return Split(name, table.source, text, pair, y, ids)
 
 
-def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
+def load_classify(cfg: FinetuneConfig, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[LabelSpec, TaskSplits[Split]]:
     """Read and check all files before any model is loaded (lines bounded by corpus.max_line_bytes):
     the labels (from the training file) and the splits."""
@@ -160,7 +161,7 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str 
 class ClassifyTask(SequenceTask):
     """The classification task on your own files: labels from the training file."""
 
-    def __init__(self, cfg, train: Path, dev: Path, test: Path | None = None, encoding: str | None = None,
+    def __init__(self, cfg: FinetuneConfig, train: Path, dev: Path, test: Path | None = None, encoding: str | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         super().__init__("classify", overlay(cfg, cfg.classify))
         self.cfg, self.files = cfg, (train, dev, test)

@@ -30,14 +30,15 @@ from bertcli.finetune.task import TaskSplits
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
 
 
 class GlueTask(SequenceTask):
     """One GLUE task: its preset's labels and metrics; test predictions go to `submission`
     (the run folder's submission/, beside the task folders) as the GLUE server wants them."""
 
-    def __init__(self, spec: TaskSpec, cfg, submission: Path, data_dir: Path | None = None, hub: str | None = None,
-                 data: TaskData | None = None):
+    def __init__(self, spec: TaskSpec, cfg: FinetuneConfig, submission: Path, data_dir: Path | None = None,
+                 hub: str | None = None, data: TaskData | None = None):
         super().__init__(spec.name, resolve_hyper(cfg, spec), spec.label)
         self.glue, self.submission = spec, Path(submission)
         self.source, self.bad_rows, self.given = (data_dir, hub), cfg.bad_rows, data

@@ -37,6 +37,7 @@ from bertcli.finetune.classification.submission import write_json
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
 
 FROM_MNLI = ("rte", "mrpc", "stsb")
 AVERAGE_RULE = ("GLUE-dev average: the mean over the 8 tasks without WNLI of each task's cell, a task with two "
@@ -53,7 +54,7 @@ def task_order(specs: list[TaskSpec], from_mnli: bool) -> list[TaskSpec]:
     return [TASKS["mnli"]] + [s for s in specs if s.name != "mnli"]
 
 
-def steps_of(spec: TaskSpec, cfg, n_train: int) -> int:
+def steps_of(spec: TaskSpec, cfg: FinetuneConfig, n_train: int) -> int:
     """About how many optimizer steps one run of the task takes (the engine's schedule)."""
     hyper = resolve_hyper(cfg, spec)
     return max(1, math.ceil(hyper.epochs * math.ceil(n_train / hyper.batch_size)))

@@ -26,6 +26,7 @@ from bertcli.finetune.tagging.task import NerTask
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import DistillConfig
 
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
@@ -59,7 +60,7 @@ def run_distill(recipe: Recipe, checkpoint: Path, task, out: Path, layers: int |
 WEIGHTS = ("soft_weight", "hard_weight", "hidden_weight", "attention_weight")
 
 
-def check_weights(cfg) -> None:
+def check_weights(cfg: DistillConfig) -> None:
     """Before any work: some loss has a weight. With every weight 0 the loss is 0 x (each term),
     nothing the student could learn from (and NaN where a term is infinite)."""
     if not any(getattr(cfg, name) > 0 for name in WEIGHTS):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is tra
     from torch import nn
 
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
     from bertcli.tokenization.load import TokenizerInfo
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
@@ -60,7 +61,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     name = "embed"
     head = "pretraining"  # the encoder is all it reads; the checkpoint's own heads load and stay unused
 
-    def __init__(self, cfg, train: Path, dev: Path | None, checkpoint: Path, encoding: str | None = None,
+    def __init__(self, cfg: FinetuneConfig, train: Path, dev: Path | None, checkpoint: Path, encoding: str | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self.cfg, self.block = cfg, cfg.embed
         self.hyper = overlay(cfg, cfg.embed)

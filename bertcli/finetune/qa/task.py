@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
     from bertcli.tokenization.load import TokenizerInfo
 
 
@@ -43,7 +44,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
     head = "qa"
     labels = None
 
-    def __init__(self, cfg, version: int, data_dir: Path | None = None, hub: str | None = None):
+    def __init__(self, cfg: FinetuneConfig, version: int, data_dir: Path | None = None, hub: str | None = None):
         if (data_dir is None) == (hub is None):
             raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
                             fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")

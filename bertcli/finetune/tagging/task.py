@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
     from bertcli.tokenization.load import TokenizerInfo
 
 
@@ -43,7 +44,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
     head = "token"
     labels: tuple[str, ...]                 # set from the training entity types (__init__)
 
-    def __init__(self, cfg, data_dir: Path, encoding: str | None = None):
+    def __init__(self, cfg: FinetuneConfig, data_dir: Path, encoding: str | None = None):
         self.block = cfg.ner
         self.hyper = overlay(cfg, self.block)
         self.data_dir, self.encoding = Path(data_dir), encoding
