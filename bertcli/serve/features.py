@@ -198,8 +198,8 @@ def writing_vectors(out: Path, input: Path, checkpoint: Path, force: bool, what:
         yield texts
 
 
-def _extract(checkpoint, input, texts, out, layers, combine, pool, max_seq_length, batch_size, device,
-             threads=None) -> dict:
+def _extract(checkpoint: Path, input: Path, texts: Iterator[tuple[str, str]], out: Path, layers: str, combine: str,
+             pool: str, max_seq_length: int, batch_size: int, device: str, threads: int | None = None) -> dict:
     import torch
 
     from bertcli.model.checkpoint import load_checkpoint
