@@ -499,8 +499,13 @@ def task_command(cmd: task_commands.TaskCommand):
     return command
 
 
-for _cmd in task_commands.discover().values():
-    finetune_app.command(_cmd.name)(finetune_flags(task_command(_cmd)))
+# A task folder that cannot be read makes every command say so (main), rather than drop out of the CLI.
+_broken_task: UserError | None = None
+try:
+    for _cmd in task_commands.discover().values():
+        finetune_app.command(_cmd.name)(finetune_flags(task_command(_cmd)))
+except UserError as _e:
+    _broken_task = _e
 
 
 plain_help(app, finetune_app)
@@ -519,6 +524,8 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args or os.environ.get("BERTCLI_DEBUG") == "1"
     args = [a for a in args if a != "--debug"]
     try:
+        if _broken_task is not None:
+            raise _broken_task
         _click_command()(args=args, prog_name="bertcli")
     except UserError as e:
         if debug:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,15 +76,259 @@ def _env(env: dict | None) -> dict:
     return {k: v for k, v in merged.items() if v is not None}
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None) -> CliResult:
-    """Run `python -m bertcli ARGS` as a user would, capturing output. `timeout` is accepted for
-    older callers and ignored: no test may have a wall-clock limit a loaded machine can reach."""
+def run_cli_process(*args: str, cwd: Path | None = None, env: dict | None = None,
+                    timeout: float | None = None) -> CliResult:
+    """Run `python -m bertcli ARGS` in a new process, as a user would, capturing output: for the
+    tests whose subject is the process itself (signals, start-up imports, locks between processes,
+    torchrun, the interpreter's own environment such as PYTHONPATH or PYTHONHASHSEED). `timeout`
+    is accepted for older callers and ignored: no test may have a wall-clock limit a loaded
+    machine can reach."""
     try:
         proc = subprocess.run([sys.executable, "-m", "bertcli", *map(str, args)],
                               cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S, env=_env(env))
     except subprocess.TimeoutExpired:
         pytest.fail(f"bertcli {' '.join(map(str, args))} hung for {HANG_GUARD_S:.0f} s", pytrace=False)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None) -> CliResult:
+    """Run `bertcli ARGS` in this process, through the entry point a user's command runs
+    (`bertcli.cli.main`: the same parse, the same rendering of a UserError as exit 2), with what a
+    subprocess would have had: `cwd`, the environment with `env` over it, sys.argv, stdout and
+    stderr (both captured, Python's and the file descriptors'), plain 200-column consoles and the
+    interpreter's default warning filters. Everything the command changes in this process is put
+    back after it (cli_state_restored), so that a later test sees nothing of it. A process costs
+    about 3 s of CPU (importing torch); this costs the command's own work only.
+    Variables read only when an interpreter starts (PYTHON*, HF_*, ...) cannot be given here:
+    such a test uses run_cli_process. BERTCLI_TEST_IN_PROCESS=0 runs every call in a process."""
+    if os.environ.get("BERTCLI_TEST_IN_PROCESS") == "0":       # the old way, to compare or to time it
+        return run_cli_process(*args, cwd=cwd, env=env)
+    late = sorted(k for k, v in (env or {}).items() if k.startswith(STARTUP_ENV) and os.environ.get(k) != v)
+    if late:
+        raise ValueError(f"run_cli: {', '.join(late)} take effect when a process starts; use run_cli_process")
+    merged = _env(env)
+    argv = [str(a) for a in args]
+    with cli_state_restored():
+        os.environ.clear()
+        os.environ.update(merged)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = [str(REPO / "bertcli" / "__main__.py"), *argv]
+        with _captured_output() as (out, err):
+            code = _call_main(argv)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def _call_main(argv: list[str]) -> int:
+    """bertcli.cli.main(argv), ending as its process would: the exit status."""
+    try:
+        from bertcli.cli import main
+
+        main(argv)
+    except SystemExit as e:
+        return _exit_code(e.code, sys.stderr)
+    except Exception:                         # what Python does with an uncaught error: traceback, exit 1
+        traceback.print_exc(file=sys.stderr)
+        return 1
+    return 0
+
+
+# Environment variables read when an interpreter (or a library, at import) starts: an in-process
+# run cannot honour a new value of theirs.
+STARTUP_ENV = ("PYTHON", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "TORCH", "CUDA_", "RANK", "LOCAL_RANK",
+               "WORLD_SIZE", "MASTER_")
+
+
+def _exit_code(code: object, stderr) -> int:
+    """The exit status of a process that raised SystemExit(code)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=stderr)
+    return 1
+
+
+@contextlib.contextmanager
+def _captured_output():
+    """sys.stdout / sys.stderr into strings, and file descriptors 1 / 2 (what C++ libraries write)
+    into files appended to them at the end; bertcli's consoles plain (no colour, soft wrap, as in
+    a pipe) at the width COLUMNS gives."""
+    from bertcli.core import console
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_consoles = [(c, c._width, c.soft_wrap, c._color_system, c._force_terminal) for c in (console.out, console.err)]
+    sys.stdout.flush(), sys.stderr.flush()
+    saved_fds = [(fd, os.dup(fd), tempfile.TemporaryFile()) for fd in (1, 2)]
+    for fd, _, f in saved_fds:
+        os.dup2(f.fileno(), fd)
+    saved_streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        for c in (console.out, console.err):
+            c._width = int(os.environ.get("COLUMNS", "200"))
+            c.soft_wrap, c._color_system, c._force_terminal = True, None, None
+        yield out, err
+    finally:
+        sys.stdout, sys.stderr = saved_streams
+        for c, width, soft_wrap, colors, force in saved_consoles:
+            c._width, c.soft_wrap, c._color_system, c._force_terminal = width, soft_wrap, colors, force
+        for (fd, dup, f), text in zip(saved_fds, (out, err)):
+            os.dup2(dup, fd)
+            os.close(dup)
+            f.seek(0)
+            text.write(f.read().decode("utf-8", "replace"))
+            f.close()
+
+
+@dataclass
+class CliState:
+    """What a command may change in the process that runs it, as far as a later test could see it."""
+    environ: dict
+    cwd: str
+    argv: list
+    threads: int
+    interop_threads: int
+    torch_rng: object
+    python_rng: object
+    numpy_rng: object
+    torch_flags: tuple
+    signals: dict
+    loggers: dict
+    warning_filters: list
+    umask: int
+
+    @classmethod
+    def now(cls) -> CliState:
+        import random
+
+        import numpy as np
+        import torch
+
+        umask = os.umask(0)
+        os.umask(umask)
+        return cls(dict(os.environ), os.getcwd(), list(sys.argv), torch.get_num_threads(),
+                   torch.get_num_interop_threads(), torch.get_rng_state(), random.getstate(), np.random.get_state(),
+                   _torch_flags(), {s: signal.getsignal(s) for s in _signals()}, _loggers(), list(warnings.filters),
+                   umask)
+
+    def differences(self, other: CliState) -> list[str]:
+        """The names of the fields that differ from `other`'s."""
+        import numpy as np
+        import torch
+
+        def same(a, b):
+            if isinstance(a, torch.Tensor):
+                return torch.equal(a, b)
+            if isinstance(a, tuple) and a and isinstance(a[0], str) and isinstance(a[1], np.ndarray):  # numpy's state
+                return a[0] == b[0] and np.array_equal(a[1], b[1]) and a[2:] == b[2:]
+            return a == b
+        mine = {**vars(self), "loggers": self.loggers}
+        theirs = {**vars(other), "loggers": {k: other.loggers.get(k) for k in self.loggers}}  # new ones: imports
+        return [f for f in mine if not same(mine[f], theirs[f])]
+
+    def restore(self) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        os.chdir(self.cwd)
+        sys.argv = list(self.argv)
+        torch.set_num_threads(self.threads)
+        if torch.get_num_interop_threads() != self.interop_threads:   # settable once per process only: fail loudly
+            torch.set_num_interop_threads(self.interop_threads)
+        torch.set_rng_state(self.torch_rng)
+        random.setstate(self.python_rng)
+        np.random.set_state(self.numpy_rng)
+        _set_torch_flags(self.torch_flags)
+        for s, handler in self.signals.items():
+            if handler is not None and signal.getsignal(s) != handler:
+                signal.signal(s, handler)
+        _set_loggers(self.loggers)
+        warnings.filters[:] = self.warning_filters
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # so that each run warns afresh
+        os.umask(self.umask)
+        os.environ.clear()                  # last: the steps above may import what sets a variable
+        os.environ.update(self.environ)
+
+
+def _signals() -> list[signal.Signals]:
+    return [s for s in signal.valid_signals() if isinstance(s, signal.Signals) and s not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
+def _torch_flags() -> tuple:
+    import torch
+
+    return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.get_default_dtype(), torch.is_grad_enabled(), torch.is_anomaly_enabled(),
+            torch.get_float32_matmul_precision(), torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+            torch.backends.mkldnn.enabled, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+
+
+def _set_torch_flags(flags: tuple) -> None:
+    import torch
+
+    (deterministic, warn_only, dtype, grad, anomaly, matmul, cudnn_deterministic, cudnn_benchmark, mkldnn,
+     matmul_tf32, cudnn_tf32) = flags
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+    torch.set_default_dtype(dtype)
+    torch.set_grad_enabled(grad)
+    torch.set_anomaly_enabled(anomaly)
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn_deterministic, cudnn_benchmark
+    torch.backends.mkldnn.enabled = mkldnn
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul_tf32, cudnn_tf32
+
+
+def _loggers() -> dict:
+    """Every logger's level, handlers, propagation and disabled flag, and logging.disable's level."""
+    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger))]
+    state: dict = {lg.name: (lg.level, list(lg.handlers), lg.propagate, lg.disabled) for lg in loggers}
+    state[None] = logging.root.manager.disable
+    return state
+
+
+def _set_loggers(state: dict) -> None:
+    for name, v in state.items():
+        if name is None:
+            logging.disable(v)
+            continue
+        lg = logging.getLogger(name if name != "root" else None)
+        lg.level, lg.handlers[:], lg.propagate, lg.disabled = v[0], v[1], v[2], v[3]
+
+
+# The interpreter's default warning filters (CPython, no -W): what `python -m bertcli` starts with.
+_DEFAULT_WARNINGS = (("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, ""),
+                     ("ignore", PendingDeprecationWarning, ""), ("ignore", ImportWarning, ""),
+                     ("ignore", ResourceWarning, ""))
+
+
+def _warning_to_stderr(message, category, filename, lineno, file=None, line=None) -> None:
+    """A new interpreter's way of showing a warning: formatted, on stderr."""
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+@contextlib.contextmanager
+def cli_state_restored():
+    """Run a command in this process: the warning filters and display a fresh interpreter has
+    while it runs; afterwards the process state of CliState put back as it was (environment,
+    working directory, argv, torch's threads, RNGs and global flags, Python's and numpy's RNGs,
+    signal handlers, loggers, warning filters, umask)."""
+    before = CliState.now()
+    saved_showwarning = warnings.showwarning
+    try:
+        warnings.resetwarnings()
+        for action, category, module in reversed(_DEFAULT_WARNINGS):
+            warnings.filterwarnings(action, category=category, module=module)
+        warnings.showwarning = _warning_to_stderr      # not to pytest's record of the test's warnings
+        # no handler on the root logger (pytest's capture hangs there): a record reaches stderr as in a new process
+        logging.root.handlers[:] = []
+        logging.root.setLevel(logging.WARNING)
+        yield before
+    finally:
+        warnings.showwarning = saved_showwarning
+        before.restore()
 
 
 def popen_cli(*args: str, cwd: Path, pause: str | None = None, env: dict | None = None) -> subprocess.Popen:
@@ -131,7 +381,7 @@ def _tail(text: str, lines: int = 25) -> str:
 
 @pytest.fixture
 def cli(tmp_path):
-    """`cli(*args)` runs the real CLI with the test's tmp_path as working directory."""
+    """`cli(*args)` runs the CLI (in this process: run_cli) with the test's tmp_path as working directory."""
 
     def _run(*args, **kw):
         kw.setdefault("cwd", tmp_path)
@@ -293,3 +543,47 @@ def pytest_sessionfinish(session, exitstatus):
             os.killpg(proc.pid, signal.SIGKILL)
     for thread in _PREBUILDS.values():
         thread.join()
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the test, restored after it, whatever an earlier test left: tiny
+    models gain nothing from two, and on a busy machine OpenMP's spinning threads make them many
+    times slower. A module of tiny-model tests takes it for every test with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
+    run_export (its own verification on) and shared by the export and predict tests, once per
+    session whatever the number of xdist workers (built_once); the tests only read them."""
+    import torch
+    from helpers.export import FAMILIES, KINDS, NER_LABELS, make_checkpoint
+
+    from bertcli.export.run import run_export
+
+    def build(root: Path) -> None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for family in FAMILIES:
+                for task, head in KINDS.items():
+                    labels = NER_LABELS if head == "token" else ("negative", "positive")
+                    ckpt = root / f"{family}-{head}-0"
+                    if not ckpt.exists():
+                        make_checkpoint(root, family, head, labels=labels)
+                    result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
+                    assert result.passed, result.info["verification"]
+        finally:
+            torch.set_num_threads(before)
+
+    root = built_once(shared_dir(tmp_path_factory), "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
+    return {(family, task): (root / f"{family}-{head}-0", root / "bundles" / f"{family}-{task}")
+            for family in FAMILIES for task, head in KINDS.items()}

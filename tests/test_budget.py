@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 from conftest import ONE_THREAD, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import RowDataset, TinyModel, collate
 from train_standins import hf_save_stub as _hf_save
 
 from bertcli.config.phases import parse_duration
@@ -20,6 +20,8 @@ from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.phases import budget_multiplier, progress
 from bertcli.train.schedule import lr_multiplier
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 BASE = ["train.max_steps=100", "train.warmup_steps=20", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=1000", "train.eval_batches=2", "train.save_every=4",
@@ -36,8 +38,6 @@ class FakeClock:
     def __call__(self) -> float:
         self.now += self.tick
         return self.now
-
-
 
 
 def run(tmp_path, *overrides, name="run", resume=None, tick=1.0, model_seed=0):

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 from conftest import assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import RowDataset, TinyModel, collate
 
 from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
@@ -20,10 +20,11 @@ from bertcli.train import memory
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
+
 BASE = ["train.max_steps=6", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=3", "train.eval_batches=2", "train.save_every=6",
         "train.num_workers=0", "train.tensorboard=false", "seed=3", "data.max_seq_length=64"]
-
 
 
 def trainer(tmp_path, name, *overrides, dropout=0.1):

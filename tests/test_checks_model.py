@@ -8,8 +8,8 @@ import json
 import os
 
 import pytest
+from helpers.models import PAD, VOCAB, tiny_section
 from safetensors.torch import load_file, save_file
-from test_model_util import PAD, VOCAB, tiny_section
 
 import bertcli.model.checkpoint as model_checkpoint
 from bertcli.core.errors import UserError

@@ -81,7 +81,7 @@ def test_a_read_only_directory_is_one_message_before_work(tmp_path, readonly, ke
 def test_finetune_checks_its_output_before_training(tmp_path):
     """The trained model was once lost to an output path checked after training: now the check
     comes before the first task is read."""
-    from test_finetune_data import write_glue
+    from helpers.glue import write_glue
 
     from bertcli.config.recipe import load_recipe
     from bertcli.model import build_model, save_checkpoint

@@ -5,58 +5,19 @@ The fields are enumerated from the dataclasses, so a field added later is covere
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import types
-import typing
 
 import numpy as np
 import pytest
+from helpers.recipes import FIELDS, set_items
 
-from bertcli.config.recipe import Recipe, load_recipe, validate
+from bertcli.config.recipe import load_recipe, validate
 from bertcli.core.errors import UserError
 from bertcli.train.metrics import MetricsLog, format_record, read_metrics, to_json_line
 
-
-def numeric_fields(cls=Recipe, prefix=""):
-    """(key path for --set, field, base type) of every int / float field reachable from Recipe;
-    list sections by their first element, mapping sections by an example key."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("internal"):
-            continue
-        tp = hints[f.name]
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        # `Optional[X]` and `X | None` (types.UnionType on Python >= 3.10) alike
-        base = args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and args else tp
-        origin = typing.get_origin(base)
-        if dataclasses.is_dataclass(base):
-            yield from numeric_fields(base, f"{prefix}{f.name}.")
-        elif origin is list and dataclasses.is_dataclass(typing.get_args(base)[0]):
-            yield from ((f"{prefix}{f.name}[0].{p}", fld, t) for p, fld, t in
-                        numeric_fields(typing.get_args(base)[0], ""))
-        elif origin is dict and dataclasses.is_dataclass(typing.get_args(base)[1]):
-            yield from numeric_fields(typing.get_args(base)[1], f"{prefix}{f.name}.rte.")
-        elif base in (int, float):
-            yield f"{prefix}{f.name}", f, base
-
-
-FIELDS = list(numeric_fields())
 FLOATS = [(p, f) for p, f, t in FIELDS if t is float]
 DIVISORS = [(p, f) for p, f, t in FIELDS if t is int and (f.metadata.get("ge") or 0) >= 1]
-
-
-# What a list section's element needs besides the key under test.
-LIST_BASE = {"corpus.sources": "path: builtin", "train.phases": "name: p"}
-
-
-def _override(path: str, value: str) -> list[str]:
-    """--set items that put `value` at `path` (list elements are set through the whole list)."""
-    if "[0]." in path:
-        section, key = path.split("[0].")
-        return [f"{section}=[{{{LIST_BASE[section]}, {key}: {value}}}]"]
-    return [f"{path}={value}"]
 
 
 def test_the_enumeration_sees_every_section():
@@ -71,7 +32,7 @@ def test_the_enumeration_sees_every_section():
 def test_every_float_setting_refuses_non_finite_values(value):
     for path, _ in FLOATS:
         with pytest.raises(UserError) as info:
-            load_recipe(None, _override(path, value))
+            load_recipe(None, set_items(path, value))
         assert "finite" in info.value.what and path.split("[0].")[-1] in info.value.what, (path, info.value.what)
 
 
@@ -81,7 +42,7 @@ def test_every_count_used_as_a_divisor_refuses_zero_before_any_work():
             "finetune.eval_batch_size", "data.dupe_factor"} <= {p for p, _ in DIVISORS}
     for path, _ in DIVISORS:
         with pytest.raises(UserError, match=r"must be >= \d+, got 0"):
-            load_recipe(None, _override(path, "0"))
+            load_recipe(None, set_items(path, "0"))
 
 
 def test_every_numeric_field_declares_its_range():
@@ -127,7 +88,7 @@ def test_the_cli_gives_one_message_and_exit_2(cli):
 # ------------------------------------------------------------------------------------- labels
 @pytest.mark.parametrize("score", ["nan", "NaN", "inf", "-inf"])
 def test_a_non_finite_regression_label_is_an_error_naming_file_and_line(tmp_path, score):
-    from test_finetune_data import GLUE_FILES, write_glue
+    from helpers.glue import GLUE_FILES, write_glue
 
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import load_task

@@ -12,26 +12,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ONE_THREAD, assert_user_error, run_cli
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from conftest import assert_user_error
+from helpers.pretrain import finished_run, model_records, pretrain_cli, recipe_for
+from train_standins import RowDataset, TinyModel, collate
 from train_standins import hf_save_stub as _hf_save
 
-from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
-from bertcli.train.metrics import TIMING_KEYS, read_metrics
+from bertcli.train.metrics import read_metrics
 from bertcli.train.pipeline import prepare_run
 
-BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
-        "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=2",
-        "train.num_workers=0", "train.tensorboard=false", "train.keep_last=10", "seed=3"]
-
-
-
-
-def recipe_for(run_dir: Path, *overrides):
-    return load_recipe(None, BASE + [f"output_dir={run_dir}", *overrides])
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def train(run_dir: Path, *overrides, resume=None, model=None):
@@ -41,10 +33,6 @@ def train(run_dir: Path, *overrides, resume=None, model=None):
                          collate=collate, hf_save=_hf_save, run_dir=run_dir, resume=resume,
                          inputs_sha256={"tokenizer_sha256": "t" * 64, "data_sha256": "d" * 64})
     return Trainer(inputs).fit()
-
-
-def model_records(run_dir: Path):
-    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(run_dir / "metrics.jsonl")]
 
 
 # ---------------------------------------------------------------------------- non-finite weights
@@ -207,34 +195,6 @@ def test_an_explicit_damaged_checkpoint_is_still_an_error(tmp_path, full_run):
 
 
 # -------------------------------------------------------------------- rebuilt tokenizer / data
-CLI_TINY = ["tokenizer.vocab_size=200", "data.max_seq_length=32", "data.dupe_factor=1",
-            "model.hidden_size=32", "model.num_hidden_layers=1", "model.num_attention_heads=2",
-            "model.intermediate_size=64", "train.batch_size=4", "train.max_steps=4", "train.warmup_steps=1",
-            "train.save_every=2", "train.eval_every=4", "train.eval_batches=1", "train.log_every=1",
-            "train.num_workers=0"]
-
-
-def _pretrain(corpus: Path, out: Path, *extra, steps=4):
-    sets = [*CLI_TINY, f"corpus.sources=[{corpus}]", f"output_dir={out}", f"train.max_steps={steps}"]
-    return run_cli("pretrain", "-r", "bert-tiny", *[x for s in sets for x in ("--set", s)], *extra,
-                   cwd=out.parent, env=ONE_THREAD)
-
-
-def finished_run(root: Path) -> Path:
-    """A real 4-step pretrain under `root` (checkpoints/step-0000002, step-0000004 and final/,
-    stages inside the run directory) on root/corpus.txt, a path every copy keeps (the path is
-    part of the stage key); returns `root`."""
-    from conftest import write_documents
-
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    docs = [[" ".join(words[(d + s + k) % len(words)] for k in range(6 + s % 3)) + " ." for s in range(5)]
-            for d in range(30)]
-    write_documents(root / "corpus.txt", docs)
-    r = _pretrain(root / "corpus.txt", root / "run")
-    assert r.rc == 0, r.output
-    return root
-
-
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     return finished_run(tmp_path_factory.mktemp("rebuilt"))
@@ -252,7 +212,7 @@ def _saved_state(run: Path) -> dict:
 
 def test_resume_with_the_same_stages_continues(cli_run, tmp_path):
     run = _copy(cli_run, tmp_path)
-    r = _pretrain(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
+    r = pretrain_cli(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
     assert r.rc == 0, r.output
     assert "tokenizer: reused" in r.output and "data: reused" in r.output
     assert [x["step"] for x in read_metrics(run / "metrics.jsonl")] == list(range(1, 7))
@@ -269,7 +229,7 @@ def test_resume_refuses_a_tokenizer_rebuilt_with_other_content(cli_run, tmp_path
     a, b = sorted(k for k in vocab if not k.startswith("["))[:2]          # two pieces swap their ids
     vocab[a], vocab[b] = vocab[b], vocab[a]
     tok.write_text(json.dumps(spec))
-    r = _pretrain(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
+    r = pretrain_cli(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
     assert_user_error(r, "rebuilt since the checkpoint", "get the original back")
     flat = "".join(r.output.split())
     assert f"tokenizer:thecheckpointwastrainedonsha256{saved['tokenizer_sha256']}" in flat
@@ -288,7 +248,7 @@ def test_resume_refuses_data_rebuilt_with_other_content(cli_run, tmp_path):
         os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns))
         for d in [*run.glob("corpus-*"), *run.glob("data-*")]:       # the cached documents too
             shutil.rmtree(d)
-        r = _pretrain(corpus, run, "--resume", "auto", steps=6)
+        r = pretrain_cli(corpus, run, "--resume", "auto", steps=6)
     finally:
         corpus.write_text(original)
         os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -231,6 +231,6 @@ def test_pretrain_bert_tiny_chinese_end_to_end(zh):
     assert hf.tokenize("我们用BERT") == ["我", "们", "用", "bert"]
 
     # and it fine-tunes: Chinese sentiment classification from the pretrained checkpoint
-    from test_chinese_finetune import finetune_sentiment
+    from helpers.chinese import finetune_sentiment
 
     assert finetune_sentiment(out / "final", zh["tmp"], n_train=300, n_dev=80)["accuracy"] >= 0.9

@@ -9,8 +9,8 @@ import re
 
 import pytest
 from conftest import ONE_THREAD, run_cli
+from helpers.recipes import TINY
 from rich.console import Console
-from test_train_cli import TINY
 
 from bertcli.core import console
 

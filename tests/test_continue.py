@@ -13,7 +13,8 @@ import pytest
 import torch
 from conftest import ONE_THREAD, run_cli
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
-from train_standins import one_thread  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 STEPS = ["--set", "train.max_steps=30", "--set", "train.eval_every=30", "--set", "train.save_every=10",
          "--set", "train.warmup_ratio=0.1", "--set", "train.num_workers=0", "--set", "train.tensorboard=false",

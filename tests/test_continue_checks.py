@@ -13,7 +13,8 @@ import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
-from train_standins import one_thread  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 TIMING = {"tokens_per_s", "train_seconds"}
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from continue_fixtures import domain_documents, general_documents, hf_checkpoint, write_corpus
-from train_standins import one_thread  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def evaluate(tmp_path: Path, checkpoint: Path, *more: str, threads: int | None = None) -> dict:

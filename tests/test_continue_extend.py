@@ -11,7 +11,8 @@ import pytest
 import torch
 from conftest import ONE_THREAD, run_cli
 from continue_fixtures import DOMAIN, domain_documents, general_documents, hf_checkpoint, write_corpus
-from train_standins import one_thread  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 OLD_WORDS = ("team", "visited", "music", "river", "garden", "school", "house", "people", "yesterday", "club")
 

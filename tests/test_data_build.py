@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from conftest import write_documents
-from test_data_helpers import make_documents, recipe
+from helpers.data import make_documents, recipe
 
 from bertcli.data import PretrainCollator, PretrainDataset, load_data, run_build_data
 from bertcli.tokenization.build import ensure_tokenizer

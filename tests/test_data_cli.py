@@ -4,7 +4,7 @@ one clear message, no traceback)."""
 from __future__ import annotations
 
 from conftest import assert_user_error, write_documents
-from test_data_helpers import make_documents
+from helpers.data import make_documents
 
 BASE = ("--recipe", "bert-tiny", "--set", "tokenizer.vocab_size=300", "--set", "data.dupe_factor=1",
         "--set", "data.num_proc=1")

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_data_helpers import make_documents, trained_tokenizer
+from helpers.data import make_documents, trained_tokenizer
 
 from bertcli.config.sections import DataConfig
 from bertcli.data import words

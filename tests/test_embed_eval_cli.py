@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import assert_user_error
-from test_embed_eval_metrics import write_beir
+from helpers.beir import write_beir
 
 from bertcli.finetune.embed import retrieval
 from bertcli.model.pooling import Pooling

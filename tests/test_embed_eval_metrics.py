@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pytest
+from helpers.beir import write_beir
 from scipy import stats
 
 from bertcli.core.errors import UserError
@@ -137,20 +138,6 @@ def test_sts_equals_scipy(seed):
     u, v = rng.normal(size=(50, 8)), rng.normal(size=(50, 8))
     want = [float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) for a, b in zip(u, v)]
     np.testing.assert_allclose(sts.cosine_rows(u, v), want, atol=1e-12)
-
-
-# ------------------------------------------------------------------------------ BEIR reading
-def write_beir(root, docs, queries, qrels, split="test"):
-    import json
-
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
-                                               for i, t, x in docs), encoding="utf-8")
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": x}) + "\n" for i, x in queries),
-                                        encoding="utf-8")
-    (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{s}\n" for q, d, s in qrels), encoding="utf-8")
-    return root
 
 
 def test_read_beir_keeps_judged_queries_and_joins_title_and_text(tmp_path):

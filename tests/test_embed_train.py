@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model_util import tiny_section
+from helpers.models import tiny_section
 
 from bertcli.finetune.embed import gradcache
 from bertcli.finetune.embed.gather import gather

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_export_util import FAMILIES, KINDS, exported, make_checkpoint  # noqa: F401 (fixture)
+from helpers.export import FAMILIES, KINDS, make_checkpoint
 
 from bertcli.export.run import run_export, sha256
 from bertcli.model.checkpoint import load_checkpoint

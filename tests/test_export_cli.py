@@ -7,8 +7,8 @@ import json
 
 import pytest
 import torch
-from conftest import ONE_THREAD, assert_user_error
-from test_export_util import make_checkpoint, tiny_section, write_tokenizer
+from conftest import ONE_THREAD, assert_user_error, run_cli_process
+from helpers.export import export_section, make_checkpoint, write_tokenizer
 
 from bertcli.model import build_model, save_checkpoint
 
@@ -26,7 +26,7 @@ def fine_tuned(tmp_path_factory):
     tok = Tokenizer.from_file(str(root / "tok" / "tokenizer.json"))
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = build_model(tiny_section("bert"), vocab, 0, head="classification", labels=["cat", "dog"])
+    model = build_model(export_section("bert"), vocab, 0, head="classification", labels=["cat", "dog"])
     encs = [tok.encode(s) for s in CATS + DOGS]
     width = max(len(e.ids) for e in encs)
     ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in encs])
@@ -127,5 +127,6 @@ def test_without_the_extra_export_names_the_install_command(cli, tmp_path, class
     shim = tmp_path / "shim"
     (shim / "onnxruntime").mkdir(parents=True)
     (shim / "onnxruntime" / "__init__.py").write_text("raise ImportError('No module named onnxruntime')\n")
-    r = cli("export", "-c", classifier, "-o", tmp_path / "out", env={**ONE_THREAD, "PYTHONPATH": str(shim)})
+    r = run_cli_process("export", "-c", classifier, "-o", tmp_path / "out", cwd=tmp_path,
+                        env={**ONE_THREAD, "PYTHONPATH": str(shim)})       # a new interpreter reads PYTHONPATH
     assert_user_error(r, "onnxruntime", "pip install 'bertcli[export]'")

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import tiny_checkpoint
-from test_finetune_cli import FILL, NEG, POS
+from helpers.glue import FILL, NEG, POS
+from helpers.recipes import classify_config
 
 from bertcli.core.errors import UserError
 
@@ -73,12 +74,6 @@ def test_classify_csv_learns_end_to_end(tmp_path):
     assert model.config.id2label == {0: "negative", 1: "neutral", 2: "positive"}          # sorted labels
 
 
-def _cfg(*sets):
-    from bertcli.config.recipe import load_recipe
-
-    return load_recipe("classify", list(sets)).finetune
-
-
 def test_file_kinds_and_labels(tmp_path):
     import datasets
     import pyarrow as pa
@@ -92,13 +87,13 @@ def test_file_kinds_and_labels(tmp_path):
     (tmp_path / "a.tsv").write_text("t\tu\ty\n" + "".join(f"{r['t']}\t{r['u']}\t{r['y']}\n" for r in rows))
     datasets.DatasetDict({"train": datasets.Dataset.from_list(rows), "validation": datasets.Dataset.from_list(rows)}
                          ).save_to_disk(str(tmp_path / "dd"))
-    cfg = _cfg("finetune.classify.text_column=t", "finetune.classify.text_pair_column=u",
+    cfg = classify_config("finetune.classify.text_column=t", "finetune.classify.text_pair_column=u",
                "finetune.classify.label_column=y")
     for src in ("a.jsonl", "a.parquet", "a.tsv", "dd"):
         spec, data = load_classify(cfg, tmp_path / src, tmp_path / src, None)
         assert spec.labels == ("0", "1", "2") and data.train.labels.tolist() == [1, 0, 2], src
         assert data.train.text_a[1] == 'say "hi"' and data.train.text_b == ["c", "d", "f"], src
-    reg_spec, reg = load_classify(_cfg("finetune.classify.text_column=t", "finetune.classify.label_column=y",
+    reg_spec, reg = load_classify(classify_config("finetune.classify.text_column=t", "finetune.classify.label_column=y",
                              "finetune.classify.regression=true"), tmp_path / "a.jsonl", tmp_path / "a.tsv", None)
     assert reg_spec.is_regression and reg_spec.metrics == ("pearson", "spearman")
     assert reg.dev[0].labels.dtype == np.float32
@@ -110,14 +105,14 @@ def test_bad_classify_input(tmp_path):
     train = _write_csv(tmp_path / "train.csv", [{"review": "a", "stars": "good"}, {"review": "b", "stars": "bad"}])
     dev = _write_csv(tmp_path / "dev.csv", [{"review": "a", "stars": "good"}, {"review": "c", "stars": "great"}])
     with pytest.raises(UserError, match="no text column 'text'") as e:
-        load_classify(_cfg(), train, dev, None)
+        load_classify(classify_config(), train, dev, None)
     assert "review, stars" in e.value.fix
     with pytest.raises(UserError, match="dev label 'great' never occurs in the training file") as e:
-        load_classify(_cfg("finetune.classify.text_column=review", "finetune.classify.label_column=stars"),
+        load_classify(classify_config("finetune.classify.text_column=review", "finetune.classify.label_column=stars"),
                       train, dev, None)
     assert e.value.where.endswith("dev.csv:3")
     with pytest.raises(UserError, match="not a number"):
-        load_classify(_cfg("finetune.classify.text_column=review", "finetune.classify.label_column=stars",
+        load_classify(classify_config("finetune.classify.text_column=review", "finetune.classify.label_column=stars",
                            "finetune.classify.regression=true"), train, dev, None)
 
     ckpt = tmp_path / "ckpt"       # never loaded: the files are checked first

@@ -11,57 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
-from test_model_util import one_thread  # noqa: F401 (fixture)
+from helpers.glue import glue_sentence, write_tasks
+from helpers.models import roberta_dir
 
-POS = ["good", "great", "excellent", "wonderful", "useful", "clear"]
-NEG = ["bad", "poor", "awful", "broken", "useless", "wrong"]
-FILL = ("the a this that module function value object list file name class method returns "
-        "is was and but very quite really not always here there").split()
-
-
-def _sentence(rng: random.Random, label: int) -> str:
-    words = rng.choices(FILL, k=rng.randint(4, 9)) + [rng.choice(POS if label else NEG)]
-    rng.shuffle(words)
-    return " ".join(words) + (' "quoted"' if rng.random() < 0.2 else "")
-
-
-def write_tasks(root: Path, seed: int = 0, n_sst: int = 480) -> Path:
-    """SST-2 (learnable: a positive or negative word decides), MNLI (with both dev files, both
-    test files and the diagnostic set) and STS-B, in the GLUE download's layout."""
-    rng = random.Random(seed)
-    sst = root / "SST-2"
-    sst.mkdir(parents=True)
-    for name, n in (("train", n_sst), ("dev", 120)):
-        rows = [(_sentence(rng, lab), lab) for lab in (rng.randint(0, 1) for _ in range(n))]
-        (sst / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s} \t{lab}\n" for s, lab in rows))
-    (sst / "test.tsv").write_text("index\tsentence\n" + "".join(f"{i}\t{_sentence(rng, i % 2)}\n" for i in range(30)))
-
-    head = "index\tpromptID\tpairID\tgenre\ts1b\ts2b\ts1p\ts2p\tsentence1\tsentence2"
-    labels = ["entailment", "neutral", "contradiction"]
-
-    def nli(i, gold=()):
-        return "\t".join([str(i), "1", f"{i}e", "fiction", "(x)", "(y)", "(X)", "(Y)", _sentence(rng, 1),
-                          _sentence(rng, 0), *gold]) + "\n"
-    mnli = root / "MNLI"
-    mnli.mkdir()
-    (mnli / "train.tsv").write_text(head + "\tlabel1\tgold_label\n" + "".join(nli(i, [labels[i % 3]] * 2) for i in range(48)))
-    for part in ("matched", "mismatched"):
-        (mnli / f"dev_{part}.tsv").write_text(head + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
-                                              + "".join(nli(i, [labels[i % 3]] * 6) for i in range(12)))
-        (mnli / f"test_{part}.tsv").write_text(head + "\n" + "".join(nli(i) for i in range(7)))
-    (root / "diagnostic").mkdir()
-    (root / "diagnostic" / "diagnostic.tsv").write_text(
-        "index\tsentence1\tsentence2\n" + "".join(f"{i}\t{_sentence(rng, 1)}\t{_sentence(rng, 0)}\n" for i in range(5)))
-
-    sts = root / "STS-B"
-    sts.mkdir()
-    head = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
-    for name, n in (("train", 40), ("dev", 16)):
-        rows = "".join(f"{i}\tmain-news\tx\t2012\t{i}\tnone\tnone\t{_sentence(rng, 1)}\t{_sentence(rng, 0)}\t"
-                       f"{rng.uniform(0, 5):.3f}\n" for i in range(n))
-        (sts / f"{name}.tsv").write_text(head + "\tscore\n" + rows)
-    (sts / "test.tsv").write_text(head + "\n" + "".join(f"{i}\tm\tx\t2012\t{i}\tn\tn\ta b\tc d\n" for i in range(6)))
-    return root
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def _tsv(path: Path) -> list[list[str]]:
@@ -121,40 +74,18 @@ def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     assert preds == saved
 
 
-def _roberta_dir(path: Path, texts: list[str]) -> Path:
-    """A tiny RoBERTa saved by transformers (model + fast tokenizer), randomly initialized."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
-    fast.save_pretrained(path)
-    torch.manual_seed(0)
-    cfg = RobertaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1)
-    RobertaForMaskedLM(cfg).save_pretrained(path)
-    return path
-
-
 @pytest.mark.slow
 def test_transformers_roberta_directory(tmp_path):
     """A transformers-saved RoBERTa fine-tunes on a sentence-pair task (MRPC layout), and the
     classifier it writes loads in transformers with the same dev predictions."""
     rng = random.Random(1)
-    texts = [_sentence(rng, i % 2) for i in range(300)]
-    ckpt = _roberta_dir(tmp_path / "roberta", texts)
+    texts = [glue_sentence(rng, i % 2) for i in range(300)]
+    ckpt = roberta_dir(tmp_path / "roberta", texts)
     mrpc = tmp_path / "glue" / "MRPC"
     mrpc.mkdir(parents=True)
     head = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
     for name, n in (("train", 96), ("dev", 24)):
-        rows = [(i % 2, _sentence(rng, i % 2), _sentence(rng, 1)) for i in range(n)]
+        rows = [(i % 2, glue_sentence(rng, i % 2), glue_sentence(rng, 1)) for i in range(n)]
         (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n"
                                                          for i, (lab, a, b) in enumerate(rows)))
     out = tmp_path / "out"
@@ -183,7 +114,7 @@ def test_transformers_roberta_directory(tmp_path):
 
 
 def test_bad_input_is_one_clear_message(tmp_path):
-    from test_finetune_data import GLUE_FILES, write_glue
+    from helpers.glue import GLUE_FILES, write_glue
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -205,7 +136,7 @@ def test_bad_input_is_one_clear_message(tmp_path):
     assert not (tmp_path / "runs").exists()          # nothing half-written
 
 
-def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
+def test_same_seed_same_result(tmp_path, one_thread):
     """Two in-process runs with one seed give identical histories; another seed differs."""
     from bertcli.config.recipe import load_recipe
     from bertcli.finetune.classification.glue import TASKS
@@ -213,7 +144,7 @@ def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     from bertcli.finetune.classification.glue_run import run_glue_task
 
     rng = random.Random(2)
-    ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
+    ckpt = roberta_dir(tmp_path / "roberta", [glue_sentence(rng, i % 2) for i in range(200)])
     write_tasks(tmp_path / "glue", n_sst=64)
     data = load_task(TASKS["sst2"], tmp_path / "glue")
     sets = ["finetune.epochs=2", "finetune.max_seq_length=32", "finetune.save_model=false", "finetune.learning_rate=1e-3"]
@@ -224,8 +155,7 @@ def test_same_seed_same_result(tmp_path, one_thread):  # noqa: F811
     assert not (tmp_path / "o0" / "sst2" / "model.safetensors").exists()   # save_model=false
 
 
-
-def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F811
+def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):
     """finetune.freeze_encoder=true (the feature-based probe) leaves every encoder weight as
     loaded; without it the encoder moves."""
     from safetensors.torch import load_file
@@ -236,7 +166,7 @@ def test_freeze_encoder_trains_only_the_head(tmp_path, one_thread):  # noqa: F81
     from bertcli.finetune.classification.glue_run import run_glue_task
 
     rng = random.Random(3)
-    ckpt = _roberta_dir(tmp_path / "roberta", [_sentence(rng, i % 2) for i in range(200)])
+    ckpt = roberta_dir(tmp_path / "roberta", [glue_sentence(rng, i % 2) for i in range(200)])
     write_tasks(tmp_path / "glue", n_sst=64)
     data = load_task(TASKS["sst2"], tmp_path / "glue")
     before = load_file(ckpt / "model.safetensors")

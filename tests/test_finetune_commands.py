@@ -5,6 +5,7 @@ the CLI or the API (bertcli.finetune.command)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -111,6 +112,64 @@ def test_a_task_may_not_redeclare_a_shared_option(toy_task, monkeypatch):
     cmd = task_commands.TaskCommand("bad", bad, lambda *a, **k: {}, recipe="classify")
     with pytest.raises(AssertionError, match="out"):
         task_command(cmd)
+
+
+def _task_folder(root: Path, name: str, files: dict[str, str]) -> None:
+    (root / name).mkdir(parents=True)
+    for file, text in files.items():
+        (root / name / file).write_text(textwrap.dedent(text))
+
+
+BROKEN = {   # folder -> (its files, what the message says)
+    "failing": ({"__init__.py": "", "command.py": "import bertcli.finetune.failing.nowhere\n"},
+                "cannot be imported (ModuleNotFoundError: No module named 'bertcli.finetune.failing.nowhere')"),
+    "typo": ({"__init__.py": "", "command.py": "COMMANDS = [\n"}, "cannot be imported (SyntaxError"),
+    "nocommand": ({"__init__.py": "", "task.py": ""}, "has no command.py"),
+    "nopackage": ({"command.py": "COMMANDS = []\n"}, "has a command.py but no __init__.py"),
+    "nolist": ({"__init__.py": "", "command.py": "commands = []\n"}, "has a command.py without a COMMANDS list"),
+}
+
+
+@pytest.mark.parametrize("folder", BROKEN)
+def test_a_broken_task_folder_is_one_message_naming_it_not_a_missing_command(folder, tmp_path, monkeypatch):
+    files, what = BROKEN[folder]
+    _task_folder(tmp_path / "tasks", folder, files)
+    monkeypatch.setattr(bertcli.finetune, "__path__", [*bertcli.finetune.__path__, str(tmp_path / "tasks")])
+    from bertcli.core.errors import UserError
+
+    try:
+        with pytest.raises(UserError) as e:
+            task_commands.discover()
+        with pytest.raises(UserError):                   # the API's look-up of any task says so too
+            task_commands.get("ner")
+    finally:
+        for name in [m for m in sys.modules if m.startswith(f"bertcli.finetune.{folder}")]:
+            del sys.modules[name]
+    assert e.value.what.startswith(f"the fine-tuning task folder bertcli/finetune/{folder}/ {what}"), e.value.what
+    assert e.value.fix
+
+
+def test_the_cli_refuses_with_the_broken_folders_message(tmp_path):
+    """Through the real entry point (`main`) in a fresh process: exit 2, the one message, no traceback."""
+    import subprocess
+
+    files, what = BROKEN["failing"]
+    _task_folder(tmp_path / "tasks", "failing", files)
+    code = ("import sys, bertcli.finetune; bertcli.finetune.__path__.append(sys.argv[1]); "
+            "from bertcli.cli import main; main(['finetune', '--help'])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tasks")], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"bertcli/finetune/failing/ {what}" in proc.stderr and "fix:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_every_subpackage_that_is_not_a_task_exists():
+    """NOT_TASKS is the only way to have a folder without a command: it names real folders only."""
+    import pkgutil
+
+    packages = {i.name for i in pkgutil.iter_modules(bertcli.finetune.__path__) if i.ispkg}
+    assert task_commands.NOT_TASKS <= packages
 
 
 def test_the_apis_task_options_are_the_shipped_commands_flags():

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 from finetune_fixtures import tiny_checkpoint
-from test_finetune_cli import _sentence, write_tasks
+from helpers.glue import glue_sentence, write_tasks
 
 from bertcli.finetune import sweep_summary as ss
 from bertcli.finetune.classification.glue_sweep import glue_figures, table_rows
@@ -58,7 +58,7 @@ def test_from_mnli_starts_from_the_mnli_encoder(tmp_path, monkeypatch):
     from bertcli.model import load_checkpoint
 
     rng = __import__("random").Random(0)
-    ckpt = tiny_checkpoint(tmp_path / "ckpt", [_sentence(rng, i % 2) for i in range(200)], hidden=32, layers=1)
+    ckpt = tiny_checkpoint(tmp_path / "ckpt", [glue_sentence(rng, i % 2) for i in range(200)], hidden=32, layers=1)
     glue = write_tasks(tmp_path / "glue", n_sst=16)
     starts: list[dict[str, torch.Tensor]] = []
     real_fit = engine.fit

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as tf
-from test_model_equivalence import HF_PRETRAINING, TOL, hf_config
-from test_model_util import PAD, batch, randomize
+from helpers.hf import HF_PRETRAINING, TOL, hf_config
+from helpers.models import PAD, batch, randomize
 
 from bertcli.model import load_checkpoint, save_checkpoint
 

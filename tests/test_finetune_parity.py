@@ -24,11 +24,12 @@ import pytest
 import torch
 import transformers as tf
 from squad_synth import tiny_checkpoint
-from test_model_util import one_thread  # noqa: F401 (fixture)
 
 from bertcli.finetune.engine import fit, load_model
 from bertcli.model import save_checkpoint
 from bertcli.tokenization.load import load_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_finetune_quality", ROOT / "scripts" / "bench_finetune_quality.py")

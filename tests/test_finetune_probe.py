@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_model_util import one_thread  # noqa: F401 (fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))   # the probe is a script's library
 from probe import _examples, build_probe, pretraining_helps, probe_documents  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def test_probe_tasks_are_balanced_and_disjoint():
@@ -44,7 +45,7 @@ def test_replace_probe_changes_15_percent_of_the_words():
 
 
 @pytest.mark.slow
-def test_pretraining_beats_random_init(tmp_path, pretrained_tiny, one_thread):  # noqa: F811
+def test_pretraining_beats_random_init(tmp_path, pretrained_tiny, one_thread):
     """The feature-based protocol (frozen encoder, pooler and classifier trained) on the replace
     probe, 2,000 train and 2,000 dev sentences, the same seed and steps for both inits."""
     result = pretraining_helps(pretrained_tiny, tmp_path, kind="replace", n_train=2000, n_dev=2000, seed=0, device="cpu")

@@ -46,7 +46,7 @@ def test_classify_trains_on_the_first_n_rows(tmp_path):
 
 
 def test_glue_trains_on_the_first_n_rows(tmp_path):
-    from test_finetune_cli import write_tasks
+    from helpers.glue import write_tasks
 
     data = write_tasks(tmp_path / "glue", n_sst=64)
     ckpt = tiny_checkpoint(tmp_path / "ckpt",

@@ -323,7 +323,7 @@ def test_every_reading_command_takes_encoding_and_checks_the_name(main, tmp_path
 
 
 def test_encoding_flag_utf16_and_boms_read_the_same_records(tmp_path):
-    from test_finetune_classify import _cfg
+    from helpers.recipes import classify_config
 
     from bertcli.finetune.classification.classify import load_classify
 
@@ -336,7 +336,7 @@ def test_encoding_flag_utf16_and_boms_read_the_same_records(tmp_path):
     seen = set()
     for name, (data, enc) in files.items():
         (tmp_path / name).write_bytes(data)
-        spec, d = load_classify(_cfg(), tmp_path / name, tmp_path / name, None, encoding=enc)
+        spec, d = load_classify(classify_config(), tmp_path / name, tmp_path / name, None, encoding=enc)
         seen.add((tuple(d.train.text_a), tuple(spec.labels)))
     assert seen == {(("caf\xe9 au lait", "na\xefve film"), ("neg", "pos"))}, seen
 
@@ -361,14 +361,14 @@ def test_the_recipes_bound_applies_to_finetune_files(main, tmp_path):
 
 
 def test_fields_over_csvs_default_limit_but_within_the_bound_are_read(tmp_path):
-    from test_finetune_classify import _cfg
+    from helpers.recipes import classify_config
 
     from bertcli.finetune.classification.classify import load_classify
 
     p = tmp_path / "t.csv"
     long = "word " * 60_000                   # 300 KB: over csv's default 131,072-character field limit
     p.write_text(f'text,label\n"{long}",pos\nshort,neg\n')
-    assert load_classify(_cfg(), p, p, None)[1].train.text_a[0] == long
+    assert load_classify(classify_config(), p, p, None)[1].train.text_a[0] == long
 
 
 # ------------------------------------------------------------------------------ predict / features

@@ -78,7 +78,7 @@ def test_every_format_gives_the_same_records(tmp_path):
 
 def test_every_reader_of_the_package_gets_the_same_texts(tmp_path):
     """classify (training), predict's inputs, features and export --dev read each file alike."""
-    from test_finetune_classify import _cfg
+    from helpers.recipes import classify_config
 
     from bertcli.export.dev import load_dev
     from bertcli.export.inputs import read_records
@@ -89,7 +89,7 @@ def test_every_reader_of_the_package_gets_the_same_texts(tmp_path):
     for kind, p in write_all(tmp_path).items():
         if p.is_dir():
             continue
-        train = load_classify(_cfg(), p, p, None)[1].train.text_a
+        train = load_classify(classify_config(), p, p, None)[1].train.text_a
         served = [r["text"] for _, r in read_records(p)]
         feats = [t for _, t in iter_texts(p, "text", None)]
         dev, gold, _ = load_dev(p, "classification", ("neg", "pos"))
@@ -103,7 +103,7 @@ QUOTED = '"quoted" start'
 def test_a_quoted_tsv_field_is_read_the_same_by_training_and_serving(tmp_path):
     """The bug of issue 19: predict read `"quoted" start` as `quoted start` (csv quoting) while
     fine-tuning kept the quotes. Now every reader keeps them: a .tsv has no quoting."""
-    from test_finetune_classify import _cfg
+    from helpers.recipes import classify_config
 
     from bertcli.config.sections import CorpusConfig, SourceConfig
     from bertcli.corpus.readers import ReadStats, read_source, resolve
@@ -116,7 +116,7 @@ def test_a_quoted_tsv_field_is_read_the_same_by_training_and_serving(tmp_path):
     texts = [QUOTED, 'mid "quote', '"whole"', '""', "tab\\tless"]
     p = tmp_path / "q.tsv"
     p.write_text("sentence\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(texts)), encoding="utf-8")
-    cfg = _cfg("finetune.classify.text_column=sentence")
+    cfg = classify_config("finetune.classify.text_column=sentence")
     trained = load_classify(cfg, p, p, None)[1].train.text_a
     served = [r["sentence"] for _, r in read_records(p)]
     featured = [t for _, t in iter_texts(p, "sentence", None)]

@@ -10,12 +10,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from test_model_util import PAD, VOCAB, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
+from helpers.models import PAD, VOCAB, randomize, tiny_section
 
 from bertcli.config.model import encoder_config
 from bertcli.model.encoder import bucketed, bucketed_keep, make_layout
 from bertcli.model.heads import PreTrainingModel
 from bertcli.train.loop import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def _batch(family: str, g: torch.Generator, B: int = 16, T: int = 40, share: float = 0.15) -> dict:

@@ -8,11 +8,13 @@ import json
 import pytest
 import torch
 import transformers as tf
+from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
 from safetensors.torch import load_file, save_file
-from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
 
 from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 TOL = dict(atol=1e-5, rtol=0)
 

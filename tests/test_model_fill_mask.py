@@ -8,10 +8,12 @@ import json
 import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error
-from test_model_util import one_thread, tiny_section  # noqa: F401 (fixture)
+from helpers.models import tiny_section
 
 from bertcli.model import build_model, save_checkpoint
 from bertcli.serve.fill_mask import fill_mask, render
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park"]
 WORDS = sorted({w for s in SENTENCES for w in s.split()})

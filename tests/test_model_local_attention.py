@@ -9,12 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers as tf
-from test_model_equivalence import TOL, hf_config
-from test_model_util import PAD, batch, one_thread, randomize  # noqa: F401 (fixture)
+from helpers.hf import TOL, hf_config
+from helpers.models import PAD, batch, randomize
 
 from bertcli.model import load_checkpoint
 from bertcli.model.local_attention import banded, banded_attention
 from bertcli.model.positions import window_mask
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 FP32 = dict(atol=2e-6, rtol=1e-5)
 

@@ -12,14 +12,16 @@ import pytest
 import torch
 import transformers as tf
 from conftest import ONE_THREAD, run_cli
-from test_finetune_cli import write_tasks
-from test_model_equivalence import TOL, hf_config
-from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
+from helpers.glue import write_tasks
+from helpers.hf import TOL, hf_config
+from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
 
 from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.model import build_model, load_checkpoint, save_checkpoint
 from bertcli.train.schedule import lr_multiplier
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def _inputs(seed: int) -> dict:
@@ -157,7 +159,7 @@ TINY = ["corpus.sources=[{path: builtin, max_documents: 80}]", "corpus.validatio
 
 
 @pytest.mark.slow
-def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):  # noqa: F811
+def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):
     run = tmp_path / "run"
     sets = [x for s in TINY for x in ("--set", s)]
     r = run_cli("pretrain", "--recipe", "modernbert-tiny", *sets, "--set", f"output_dir={run}", cwd=tmp_path,

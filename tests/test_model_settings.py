@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_model_util import PAD, VOCAB, batch, one_thread, randomize, tiny_section  # noqa: F401 (fixture)
+from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
 
 from bertcli.model import build_model
 from bertcli.model.count import flops_per_token, parameter_counts
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def model(family="bert", **changes):

@@ -9,10 +9,10 @@ import re
 
 import pytest
 import yaml
-from conftest import ONE_THREAD, assert_user_error, run_cli
+from conftest import ONE_THREAD, assert_user_error, run_cli, run_cli_process
+from helpers.models import roberta_dir
+from helpers.recipes import TINY
 from rich.console import Console
-from test_finetune_cli import _roberta_dir
-from test_train_cli import TINY
 
 from bertcli.config.recipe import load_recipe
 from bertcli.train.metrics import LiveView
@@ -143,18 +143,19 @@ UNREACHABLE = {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT":
 def test_hub_names_fail_at_once_when_the_hub_cannot_be_reached(cli, tmp_path):
     """Without offline mode `datasets` would retry for ~30 s; both kinds of hub source check the
     Hub's host first (here a closed local port) and fail with one message."""
-    res = cli("tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[{path: someone/corpus, format: hub}]",
-              env=UNREACHABLE)
+    res = run_cli_process("tokenize", "-r", "bert-tiny", "--set", "corpus.sources=[{path: someone/corpus, format: hub}]",
+                          cwd=tmp_path, env=UNREACHABLE)     # datasets reads HF_* when it is imported
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/corpus", "corpus.sources[0]")
-    ckpt = _roberta_dir(tmp_path / "ckpt", ["a few words of text", "and a few more words"] * 20)
-    res = cli("finetune", "glue", "-c", ckpt, "-t", "sst2", "--hub", "someone/glue", env={**UNREACHABLE, **ONE_THREAD})
+    ckpt = roberta_dir(tmp_path / "ckpt", ["a few words of text", "and a few more words"] * 20)
+    res = run_cli_process("finetune", "glue", "-c", ckpt, "-t", "sst2", "--hub", "someone/glue", cwd=tmp_path,
+                          env={**UNREACHABLE, **ONE_THREAD})
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/glue", "--hub")
 
 
 def test_fill_mask_shows_decoded_words_for_byte_level_bpe(tmp_path):
     from bertcli.serve.fill_mask import fill_mask
 
-    ckpt = _roberta_dir(tmp_path / "ckpt", ["the cat sat on the mat", "a dog ran in the park"] * 40)
+    ckpt = roberta_dir(tmp_path / "ckpt", ["the cat sat on the mat", "a dog ran in the park"] * 40)
     results = fill_mask(ckpt, "the <mask> sat on the mat", top_k=10_000)    # every piece
     candidates = results[0]["candidates"]
     spaced = [c for c in candidates if c["token"].startswith("Ġ") and c["token"][1:].isalpha() and c["token"][1:].isascii()]

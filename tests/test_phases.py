@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import RowDataset, TinyModel, collate
 from train_standins import hf_save_stub as _hf_save
 
 from bertcli.config.phases import phase_of, plan
@@ -21,13 +21,13 @@ from bertcli.train.metrics import TIMING_KEYS, read_metrics
 from bertcli.train.phases import PhaseLR
 from bertcli.train.schedule import lr_multiplier
 
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
+
 BASE = ["train.max_steps=12", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=100", "train.eval_batches=2", "train.save_every=4",
         "train.num_workers=0", "train.tensorboard=false", "train.keep_last=5", "seed=3"]
 # Phase b: another dataset, half the batch, a schedule of its own (warmup again, lower peak).
 TWO = "train.phases=[{name: a, steps: 6}, {name: b, steps: 6, batch_size: 4, learning_rate: 0.005, warmup_steps: 2}]"
-
-
 
 
 def run(tmp_path, *overrides, name="run", resume=None, model_seed=0):

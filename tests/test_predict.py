@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error
-from test_export_util import FAMILIES, KINDS, SENTENCES, exported  # noqa: F401 (fixture)
+from helpers.export import FAMILIES, KINDS, LONG, SENTENCES, same
 
 from bertcli.export.predictor import open_model
 from bertcli.tasks.tagging.schemes import entities
-
-LONG = " ".join(SENTENCES * 3)   # over the tiny models' 64 positions: NER and QA need windows
 
 
 def records(task: str, family: str) -> list[tuple[str, dict]]:
@@ -33,22 +31,6 @@ def records(task: str, family: str) -> list[tuple[str, dict]]:
     else:
         recs = [{"text": s} for s in SENTENCES] + [{"text": SENTENCES[3], "text_pair": SENTENCES[2]}]
     return [(f"rec {i}", r) for i, r in enumerate(recs)]
-
-
-def same(a, b, where=""):
-    """Equal predictions: identical labels, ids, spans and texts; probabilities and vectors within 1e-5."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float):
-        assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
 
 
 @pytest.mark.parametrize("task", list(KINDS))

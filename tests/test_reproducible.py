@@ -9,7 +9,7 @@ import hashlib
 import json
 
 import pytest
-from conftest import ONE_THREAD, run_cli
+from conftest import ONE_THREAD, run_cli_process
 
 from bertcli.config.sections import CorpusConfig, SourceConfig, TokenizerConfig
 from bertcli.corpus.build import documents, resolve_sources
@@ -87,7 +87,7 @@ def test_tokenize_in_two_fresh_processes_gives_the_same_bytes(tmp_path, kind):
 
     outs = []
     for run, seed in (("a", "1"), ("b", "2")):
-        r = run_cli("tokenize", "-r", "bert-tiny", "--set", CORPUS, "--set", f"tokenizer.kind={kind}",
+        r = run_cli_process("tokenize", "-r", "bert-tiny", "--set", CORPUS, "--set", f"tokenizer.kind={kind}",
                     "--set", f"tokenizer.special_tokens={SPECIALS[kind]}", "--set", "tokenizer.vocab_size=600",
                     "--set", f"tokenizer.lowercase={str(kind != 'bpe').lower()}",
                     "--set", f"cache_dir={tmp_path / run}", cwd=tmp_path, env={"PYTHONHASHSEED": seed, **ONE_THREAD})
@@ -119,7 +119,7 @@ def test_pretrain_twice_from_nothing_gives_the_same_metrics(tmp_path):
     runs = []
     for run, seed in (("a", "11"), ("b", "22")):
         out = tmp_path / run
-        r = run_cli("pretrain", "-r", "bert-tiny", *[x for s in sets for x in ("--set", s)],
+        r = run_cli_process("pretrain", "-r", "bert-tiny", *[x for s in sets for x in ("--set", s)],
                     "--set", f"output_dir={out}", "--set", f"cache_dir={out / 'cache'}", cwd=tmp_path,
                     env={"PYTHONHASHSEED": seed, **ONE_THREAD})
         assert r.rc == 0, r.output

@@ -28,7 +28,7 @@ from bertcli.core.errors import UserError
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     import torch
-    from test_export_util import make_checkpoint
+    from helpers.export import make_checkpoint
 
     torch.set_num_threads(1)
     return make_checkpoint(tmp_path_factory.mktemp("ckpt"), "bert", "classification")

@@ -23,15 +23,17 @@ import numpy as np
 import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error, run_cli
+from helpers.pretrain import finished_run, model_records, pretrain_cli, recipe_for
 from safetensors.torch import load_file, save_file, save_model
-from test_checks_resume import _pretrain, finished_run, model_records, recipe_for
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import RowDataset, TinyModel, collate
 
 from bertcli.core.errors import UserError
 from bertcli.model.manifest import MANIFEST, verify_checkpoint, write_manifest
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.pipeline import prepare_run
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -231,7 +233,7 @@ def test_pretrain_resume_sets_a_bad_step_aside_and_trains_on(cli_run, tmp_path, 
     bad = run / "checkpoints" / "step-0000004"
     edit_state(bad, "step", value)
     before = snapshot(bad)
-    r = _pretrain(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
+    r = pretrain_cli(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
     assert r.rc == 0 and "Traceback" not in r.output, r.output
     flat = "".join(r.output.split())
     assert "step-0000004isdamaged" in flat and "state.json:step" in flat and "resumingfrom" in flat
@@ -248,7 +250,7 @@ def test_pretrain_resume_when_every_checkpoint_is_damaged_is_one_message(cli_run
     edit_state(run / "checkpoints" / "step-0000004", "step", -7)
     _cut(run / "checkpoints" / "step-0000002" / "model.safetensors")
     before = snapshot(run)
-    r = _pretrain(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
+    r = pretrain_cli(cli_run / "corpus.txt", run, "--resume", "auto", steps=6)
     assert_user_error(r, "every checkpoint of the run is damaged", "--force")
     assert intact(before, run) and sorted(snapshot(run)) == sorted(before)
 
@@ -344,7 +346,7 @@ def hf_cache(root: Path, ckpt: Path, name: str = "models--org--tiny") -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> Path:
-    from test_export_util import make_checkpoint
+    from helpers.export import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("tiny"), "bert", "classification")
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow      # real runs of every writing command (each si
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     import torch
-    from test_export_util import make_checkpoint
+    from helpers.export import make_checkpoint
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("models")

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_export_util import FAMILIES, KINDS, SENTENCES, exported, make_checkpoint  # noqa: F401 (fixture)
-from test_predict import LONG, same
+from helpers.export import FAMILIES, KINDS, LONG, SENTENCES, make_checkpoint, same
 
 from bertcli.export.predictor import open_model
 from bertcli.export.run import run_export

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_user_error, finish, popen_cli, run_cli, wait_paused
+from conftest import assert_user_error, finish, popen_cli, run_cli, run_cli_process, wait_paused
 
 from bertcli.config.recipe import load_recipe
 from bertcli.core import machine
@@ -176,7 +176,7 @@ def test_resume_uses_the_recorded_count_and_is_bitwise(tmp_path):
     float as the uninterrupted run; a resume with another explicit count says it is inexact."""
     n = machine.cpu_cores() + 1
     ref = tmp_path / "ref"
-    r = run_cli(*pretrain_args(ref, f"train.threads={n}"), cwd=tmp_path, env=NO_THREAD_ENV)
+    r = run_cli_process(*pretrain_args(ref, f"train.threads={n}"), cwd=tmp_path, env=NO_THREAD_ENV)
     assert r.rc == 0, r.output
     assert f"threads: {n} (train.threads: {n})" in r.stderr, r.stderr
     assert recorded_threads(ref) == {f"step-{s:07d}": n for s in (2, 4, 6, 8)}     # in every checkpoint
@@ -190,7 +190,7 @@ def test_resume_uses_the_recorded_count_and_is_bitwise(tmp_path):
     import shutil
 
     shutil.copytree(killed, other)
-    r = run_cli(*pretrain_args(killed), "--resume", "auto", cwd=tmp_path, env=NO_THREAD_ENV)   # threads: auto
+    r = run_cli_process(*pretrain_args(killed), "--resume", "auto", cwd=tmp_path, env=NO_THREAD_ENV)   # threads: auto
     assert r.rc == 0, r.output
     assert f"threads: {n} (the checkpoint's count" in r.stderr and "step 4" in r.stderr, r.stderr
     assert records(killed) == records(ref)
@@ -200,7 +200,7 @@ def test_resume_uses_the_recorded_count_and_is_bitwise(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert recorded_threads(killed)["step-0000008"] == n
 
-    r = run_cli(*pretrain_args(other, "train.threads=1"), "--resume", "auto", cwd=tmp_path, env=NO_THREAD_ENV)
+    r = run_cli_process(*pretrain_args(other, "train.threads=1"), "--resume", "auto", cwd=tmp_path, env=NO_THREAD_ENV)
     assert r.rc == 0, r.output
     assert "threads: 1 (train.threads: 1)" in r.stderr, r.stderr
     assert f"resume is exact only at {n} threads" in r.stderr, r.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused, write_documents
+from helpers.recipes import TINY
 
 from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
@@ -21,12 +22,6 @@ from bertcli.train.pipeline import prepare_run
 
 pytestmark = pytest.mark.slow
 
-TINY = ["corpus.sources=[{path: builtin, max_documents: 80}]", "corpus.validation_fraction=0.1",
-        "tokenizer.vocab_size=600", "data.max_seq_length=64", "data.dupe_factor=1",
-        "model.hidden_size=64", "model.num_hidden_layers=2", "model.num_attention_heads=2",
-        "model.intermediate_size=128", "train.batch_size=16", "train.max_steps=40", "train.warmup_steps=4",
-        "train.learning_rate=3e-3", "train.log_every=1", "train.eval_every=20", "train.save_every=10",
-        "train.eval_batches=8"]
 FAMILY = {"bert": ("bert-tiny", []), "albert": ("albert-tiny", ["model.embedding_size=32", "train.learning_rate=3e-2"]),
           "roberta": ("roberta-tiny", [])}
 

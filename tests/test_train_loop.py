@@ -11,7 +11,7 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
-from train_standins import RowDataset, TinyModel, collate, one_thread  # noqa: F401 (fixture)
+from train_standins import RowDataset, TinyModel, collate
 from train_standins import hf_save_stub as _hf_save
 
 from bertcli.config.recipe import load_recipe
@@ -21,11 +21,11 @@ from bertcli.train.distributed import Dist, init, shutdown
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
 
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
+
 BASE = ["train.max_steps=8", "train.warmup_steps=2", "train.batch_size=8", "train.learning_rate=0.01",
         "train.log_every=1", "train.eval_every=4", "train.eval_batches=2", "train.save_every=4",
         "train.num_workers=0", "train.tensorboard=false", "train.keep_last=5", "seed=3"]
-
-
 
 
 def run(tmp_path, *overrides, dist=None, resume=None, dropout=0.1, name="run", model_seed=0, ff_weight=None):

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 import typer
-from test_checks_recipe import FIELDS, _override
+from helpers.recipes import FIELDS, set_items
 
 from bertcli import cli
 from bertcli.config.options import NUM_FLAGS
@@ -139,7 +139,7 @@ def override(path: str, value: str) -> list[str]:
     one is refused, whatever the key under test)."""
     if path.startswith("train.phases[0].") and path.split(".")[-1] not in ("steps", "fraction"):
         return [f"train.phases=[{{name: p, fraction: 1.0, {path.split('.')[-1]}: {value}}}]"]
-    return _override(path, value)
+    return set_items(path, value)
 
 
 @pytest.mark.parametrize("path,field,tp", KEY_CASES, ids=[p for p, _, _ in KEY_CASES])

@@ -38,7 +38,7 @@ def poison(directory: Path, value: float = float("nan")) -> Path:
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
     import torch
-    from test_export_util import make_checkpoint
+    from helpers.export import make_checkpoint
 
     torch.set_num_threads(1)
     return poison(make_checkpoint(tmp_path_factory.mktemp("broken"), "bert", "pretraining"))
@@ -46,7 +46,7 @@ def broken(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory):
-    from test_export_util import make_checkpoint
+    from helpers.export import make_checkpoint
 
     return make_checkpoint(tmp_path_factory.mktemp("healthy"), "bert", "pretraining")
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 import torch
 from torch import nn
 
@@ -85,16 +84,6 @@ def collate(rows):
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
             "mlm_positions": torch.tensor(pos), "mlm_labels": torch.tensor(lab),
             "pair_labels": torch.tensor([r["pair_label"] for r in rows])}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is faster and immune to a loaded machine's OpenMP stalls (a test
-    module that imports this fixture runs every test on one thread)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def hf_save_stub(model, directory):

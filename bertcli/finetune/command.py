@@ -76,23 +76,55 @@ class TaskCommand:
         return self.out_kind(options) if self.out_kind is not None else self.name
 
 
+# Subpackages of bertcli.finetune that are not commands of their own (distill/: the `bertcli distill`
+# command's modules). Any other subpackage is a task folder and must have a command.py.
+NOT_TASKS = frozenset({"distill"})
+
+
 def discover() -> dict[str, TaskCommand]:
-    """Every task folder's commands, by name, in folder order."""
+    """Every task folder's commands, by name, in folder order. A task folder that cannot be read
+    (no `__init__.py`, no command.py, an import that fails, no COMMANDS) is a UserError naming it,
+    never a command that silently is not there."""
     package = bertcli.finetune
+    for root in package.__path__:
+        for folder in sorted(Path(root).iterdir()):
+            if (folder / "command.py").is_file() and not (folder / "__init__.py").is_file():
+                raise _broken(folder.name, "has a command.py but no __init__.py, so it is not a package (and no "
+                                           "wheel would ship it)", fix=f"add {folder / '__init__.py'}")
     found: dict[str, TaskCommand] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if not info.ispkg:
+        if not info.ispkg or info.name in NOT_TASKS:
             continue
-        try:
-            module = importlib.import_module(f"{package.__name__}.{info.name}.command")
-        except ModuleNotFoundError as e:
-            if e.name != f"{package.__name__}.{info.name}.command":
-                raise
-            continue
-        for cmd in module.COMMANDS:
+        for cmd in _commands(f"{package.__name__}.{info.name}", info.name):
             assert cmd.name not in found, f"two fine-tuning commands are named {cmd.name}"
             found[cmd.name] = cmd
     return found
+
+
+def _commands(package: str, folder: str) -> list[TaskCommand]:
+    """The COMMANDS of the task folder `package`'s command.py."""
+    name = f"{package}.command"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise _broken(folder, f"cannot be imported ({type(e).__name__}: {e})") from e
+        raise _broken(folder, "has no command.py",
+                      fix="give it a command.py with a COMMANDS list (docs/design.md, \"Adding a fine-tuning task\"), "
+                          "or, if it is not a task, name it in NOT_TASKS (bertcli/finetune/command.py)") from e
+    except Exception as e:   # a syntax error, a failing import inside: the folder's command is broken, not gone
+        raise _broken(folder, f"cannot be imported ({type(e).__name__}: {e})") from e
+    commands = getattr(module, "COMMANDS", None)
+    if not isinstance(commands, list) or not all(isinstance(c, TaskCommand) for c in commands):
+        raise _broken(folder, "has a command.py without a COMMANDS list of TaskCommand")
+    return commands
+
+
+def _broken(folder: str, what: str, fix: str | None = None) -> UserError:
+    """The one message of a task folder that cannot be read: its commands would otherwise be missing
+    from `bertcli finetune` with no word why."""
+    return UserError(f"the fine-tuning task folder bertcli/finetune/{folder}/ {what}",
+                     fix=fix or "reinstall bertcli; in a checkout, fix that folder (--debug shows the traceback)")
 
 
 def get(name: str) -> TaskCommand:

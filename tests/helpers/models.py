@@ -1,8 +1,10 @@
-"""Shared pieces of the model tests (no tests here): tiny configs and a padded batch."""
+"""Tiny models for the tests: the one tiny `model` section of every family, a padded batch, weights
+far from the initial ones."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+
 import torch
 
 from bertcli.config.families import FAMILIES, family_spec
@@ -58,11 +60,23 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
         p.copy_(1.0 + noise if ("norm" in name.lower() and name.endswith("weight")) else noise)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from two threads, and on a busy machine OpenMP's spinning
-    threads make them many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def roberta_dir(path: Path, texts: list[str]) -> Path:
+    """A tiny RoBERTa saved by transformers (model + fast tokenizer), randomly initialized."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    fast.save_pretrained(path)
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1)
+    RobertaForMaskedLM(cfg).save_pretrained(path)
+    return path

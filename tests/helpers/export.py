@@ -1,16 +1,17 @@
-"""Shared pieces of the export / predict tests (no tests here): tiny tokenizers and checkpoints
-of every family and head kind, written the way bertcli writes them."""
+"""Shared pieces of the export / predict tests: tiny tokenizers and checkpoints of every family
+and head kind, written the way bertcli writes them, and the comparison of two predictions. The
+`exported` bundles of every family and kind are conftest.py's fixture."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from bertcli.config.sections import ModelConfig
 from bertcli.model import build_model, save_checkpoint
+from helpers.models import tiny_section
 
 SENTENCES = [
     "the cat sat on the mat", "a dog ran in the park", "paris is the capital of france",
@@ -21,6 +22,8 @@ SENTENCES = [
 SPECIAL = {"bert": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
            "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
 PAD_ID = {"bert": 0, "albert": 0, "roberta": 1, "modernbert": 3}
+
+LONG = " ".join(SENTENCES * 3)   # over the tiny models' 64 positions: NER and QA need windows
 
 
 def write_tokenizer(directory: Path, family: str) -> int:
@@ -68,20 +71,17 @@ def write_tokenizer(directory: Path, family: str) -> int:
     return tok.get_vocab_size()
 
 
-def tiny_section(family: str, **changes) -> ModelConfig:
-    base = dict(family=family, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=64,
-                type_vocab_size=2, layer_norm_eps=1e-12, hidden_act="gelu", sharing="none", embedding_size=32,
-                classifier_dropout=0.0)
-    if family == "roberta":
-        base.update(max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5)
-    if family == "albert":
-        base.update(embedding_size=16, sharing="all", hidden_act="gelu_new")
-    if family == "modernbert":   # 3 layers: global, local, local; an 8-token window, so it matters
-        base.update(num_hidden_layers=3, type_vocab_size=1, layer_norm_eps=1e-5, local_attention=8,
-                    global_attn_every_n_layers=3)
-    base.update(changes)
-    return ModelConfig(**base)
+# What the export tests' checkpoints change in helpers.models.tiny_section: no dropout, room for
+# longer rows, fewer layers (ModernBERT: global, local, local, with an 8-token window that matters).
+EXPORT_SIZES = dict(intermediate_size=48, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                    max_position_embeddings=64, classifier_dropout=0.0)
+EXPORT_FAMILY_SIZES = {"bert": {}, "roberta": dict(max_position_embeddings=66), "albert": dict(num_hidden_layers=2),
+                       "modernbert": dict(num_hidden_layers=3, norm=None, global_rope_theta=None, local_rope_theta=None)}
+
+
+def export_section(family: str, **changes) -> ModelConfig:
+    """The tiny `model` section of the export tests' checkpoints."""
+    return tiny_section(family, **{**EXPORT_SIZES, **EXPORT_FAMILY_SIZES[family], **changes})
 
 
 @torch.no_grad()
@@ -103,7 +103,7 @@ def make_checkpoint(root: Path, family: str, head: str = "pretraining", labels=(
     tok_dir = root / f"tok-{family}"
     vocab = write_tokenizer(tok_dir, family)
     torch.manual_seed(seed)
-    section = tiny_section(family, **changes)
+    section = export_section(family, **changes)
     if head in ("token", "qa"):
         from bertcli.config.model import encoder_config
         from bertcli.model.task_heads import MODELS
@@ -126,30 +126,17 @@ KINDS = {"fill-mask": "pretraining", "classification": "classification", "featur
 FAMILIES = ("bert", "roberta", "albert", "modernbert")
 
 
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    """{(family, task): (checkpoint, bundle)} for every family and kind, exported once through
-    run_export (its own verification on) and shared by the export and predict tests, once per
-    session whatever the number of xdist workers (conftest.built_once); the tests only read them."""
-    from conftest import built_once, shared_dir
-
-    from bertcli.export.run import run_export
-
-    def build(root: Path) -> None:
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for family in FAMILIES:
-                for task, head in KINDS.items():
-                    labels = NER_LABELS if head == "token" else ("negative", "positive")
-                    ckpt = root / f"{family}-{head}-0"
-                    if not ckpt.exists():
-                        make_checkpoint(root, family, head, labels=labels)
-                    result = run_export(ckpt, root / "bundles" / f"{family}-{task}", task=task)
-                    assert result.passed, result.info["verification"]
-        finally:
-            torch.set_num_threads(before)
-
-    root = built_once(shared_dir(tmp_path_factory), "exported", f"{FAMILIES} {KINDS} {NER_LABELS}", build)
-    return {(family, task): (root / f"{family}-{head}-0", root / "bundles" / f"{family}-{task}")
-            for family in FAMILIES for task, head in KINDS.items()}
+def same(a, b, where=""):
+    """Equal predictions: identical labels, ids, spans and texts; probabilities and vectors within 1e-5."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (where, a, b)
+    else:
+        assert a == b, (where, a, b)
