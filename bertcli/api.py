@@ -156,7 +156,7 @@ def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = Non
         return build_phase_data(r, force=force, all_phases=all_phases)
 
 
-def _stage_lock(recipe: Recipe):
+def _stage_lock(recipe: Recipe) -> contextlib.AbstractContextManager:
     """The run directory's lock for a stage command writing its stages into output_dir (a second
     writer fails at once, naming it). With a separate cache_dir the stages go there only, under
     their stage locks, where a second build of the same stage waits and reuses the first's."""
