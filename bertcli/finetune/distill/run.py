@@ -28,12 +28,13 @@ from bertcli.finetune.tagging.task import NerTask
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
     from bertcli.config.sections import DistillConfig
+    from bertcli.finetune.task import Task
 
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
 
 
-def run_distill(recipe: Recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
+def run_distill(recipe: Recipe, checkpoint: Path, task: Task, out: Path, layers: int | None = None, student: str | None = None,
                 unlabelled: Path | None = None, time_onnx: Callable[[Path, Path, int], dict] | None = None) -> dict:
     """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content.
     `time_onnx` (bertcli.export.speed.teacher_student_speed, from the caller: export sits above
@@ -108,7 +109,7 @@ def speed_rows(speed: dict | None) -> list[tuple[str, str]]:
 
 def make_task(name: str, recipe: Recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
               data_dir: Path | None = None, hub: str | None = None, version: int = 1, encoding: str | None = None,
-              **columns):
+              **columns) -> tuple[Task, Recipe]:
     """The fine-tuning task `name` (classify, ner, squad) on the finetune commands' data flags;
     (task, recipe with the column flags in its classify block)."""
     if name == "classify":
