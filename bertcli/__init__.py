@@ -14,7 +14,7 @@ import importlib
 import types
 from typing import Any
 
-__version__ = "0.1.0"
+from bertcli.core.version import __version__
 
 __all__ = ["__version__", "build_data", "export", "features", "fill_mask", "finetune", "finetune_classify",
            "finetune_glue", "finetune_ner", "finetune_squad", "load", "predict", "pretrain", "tokenize"]

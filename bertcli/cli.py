@@ -50,7 +50,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from bertcli import __version__
+        from bertcli.core.version import __version__
 
         console.out.print(f"bertcli {__version__}", markup=False)
         raise typer.Exit()
@@ -210,9 +210,9 @@ def fill_mask(
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
     from bertcli import api
-    from bertcli.serve.fill_mask import render
+    from bertcli.serve.fill_mask import render_fills
 
-    render(api.fill_mask(checkpoint, text, top_k=top_k), as_json=as_json)
+    render_fills(api.fill_mask(checkpoint, text, top_k=top_k), as_json=as_json)
 
 
 @app.command("evaluate")
@@ -239,14 +239,14 @@ def evaluate_cmd(
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
     from bertcli.core.paths import resolve_checkpoint
-    from bertcli.serve.evaluate import EvalSettings, render, run_evaluate
+    from bertcli.serve.evaluate import EvalSettings, render_evaluation, run_evaluate
 
     checkpoint = resolve_checkpoint(checkpoint)
     if objective not in (None, "nsp", "sop", "none"):
         raise UserError(f"--objective {objective!r} is not one of nsp, sop, none")
     settings = EvalSettings(seed=seed, max_seq_length=max_seq_length, objective=objective, batch_size=batch_size,
                             pppl_rows=pppl_rows, cache=cache, threads=threads)
-    render(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
+    render_evaluation(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
 
 
 @app.command("export")
@@ -411,9 +411,9 @@ def evaluate_embed(
 ) -> None:
     """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
     from bertcli import api
-    from bertcli.serve.evaluate_embed import render
+    from bertcli.serve.evaluate_embed import render_embed_scores
 
-    render(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
+    render_embed_scores(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
                               max_seq_length=max_seq_length, batch_size=batch_size, device=device, threads=threads),
            as_json=as_json)
 
@@ -427,13 +427,13 @@ def compare(
                                        help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
 ) -> None:
     """A scorecard across checkpoints: each task's median over seeds with its spread, and each pair tested (Welch)."""
-    from bertcli.compare.render import render
+    from bertcli.compare.render import render_scorecard
     from bertcli.compare.scorecard import scorecard
     from bertcli.compare.summaries import read_runs
 
     if markdown and as_json:
         raise UserError("--markdown and --json both given", fix="choose one output format")
-    render(scorecard(read_runs(run_dirs), correct=not no_correction),
+    render_scorecard(scorecard(read_runs(run_dirs), correct=not no_correction),
            "json" if as_json else "markdown" if markdown else "table")
 
 

@@ -17,7 +17,7 @@ tests/test_finetune_probe.py (which imports it from this folder).
 An experiment, not a command, so it lives beside the benchmarks and not in the package: it
 reads the built-in corpus (stage 0) to make a classification task, which no fine-tuning module
 may do, and reaches bertcli only through what a user's script would call (the classification
-task and `runner.finetune`).
+task and `runner.finetune_task`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from bertcli.config.recipe import load_recipe
 from bertcli.corpus.build import split_sentences
 from bertcli.corpus.builtin import iter_documents
 from bertcli.finetune import runner
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits, overlay
@@ -88,7 +88,7 @@ def _examples(kind: str, docs: list[list[str]], rng: np.random.Generator, vocab:
     return out
 
 
-def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction: float = 0.3) -> TaskSplits[Split]:
+def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction: float = 0.3) -> TaskSplits[SequenceSplit]:
     """The probe task with up to n_train / n_dev examples; dev documents are a seeded
     `dev_fraction` of the documents, and no sentence of a dev example occurs in training."""
     pair = kind == "order"
@@ -107,10 +107,10 @@ def build_probe(kind: str, n_train: int, n_dev: int, seed: int = 0, dev_fraction
     seen = {s for d in train_docs for s in d}
     dev = [ex for ex in _examples(kind, [d for d, v in zip(docs, is_dev) if v], rng, vocab) if not seen.intersection(ex[3])]
 
-    def split(name: str, rows: list, n: int) -> Split:
+    def split(name: str, rows: list, n: int) -> SequenceSplit:
         pick = rng.permutation(len(rows))[:n]
         rows = [rows[i] for i in pick]
-        return Split(name, f"builtin corpus ({kind} probe)", [r[0] for r in rows],
+        return SequenceSplit(name, f"builtin corpus ({kind} probe)", [r[0] for r in rows],
                      [r[1] for r in rows] if pair else None,
                      np.asarray([r[2] for r in rows], dtype=np.int64), [str(i) for i in range(len(rows))])
 
@@ -132,7 +132,7 @@ def pretraining_helps(checkpoint: Path, out: Path, kind: str = "replace", n_trai
                                   f"finetune.dropout={dropout}", f"finetune.freeze_encoder={str(freeze_encoder).lower()}",
                                   "finetune.save_model=false", f"finetune.device={device}", f"seed={seed}"])
     data = build_probe(kind, n_train, n_dev, seed)
-    scores = {init: runner.finetune(SequenceTask(kind, overlay(recipe.finetune, None), probe_spec(kind), data),
+    scores = {init: runner.finetune_task(SequenceTask(kind, overlay(recipe.finetune, None), probe_spec(kind), data),
                                     recipe, Path(checkpoint), Path(out) / init, init=init, show=False)
               for init in ("pretrained", "random")}
     return {

@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO, assert_user_error, run_cli
 
 from bertcli.core.errors import UserError
-from bertcli.core.paths import check_output_dir, check_output_file, saving
+from bertcli.core.paths import check_writable_dir, check_writable_file, saving
 
 ROOT = os.geteuid() == 0
 TINY = ["corpus.sources=[{path: builtin, max_documents: 20}]", "tokenizer.vocab_size=200", "data.max_seq_length=32",
@@ -98,16 +98,16 @@ def test_finetune_checks_its_output_before_training(tmp_path):
 
 def test_the_helper_in_every_case(tmp_path, readonly):
     (tmp_path / "f").write_text("x")
-    check_output_dir(tmp_path / "new" / "deeper")                         # creatable: fine, nothing made
+    check_writable_dir(tmp_path / "new" / "deeper")                         # creatable: fine, nothing made
     assert not (tmp_path / "new").exists()
     for bad, reason in ((tmp_path / "f", "regular file"), (tmp_path / "f" / "sub", "regular file")):
         with pytest.raises(UserError, match=reason):
-            check_output_dir(bad, "the run directory", "output_dir")
+            check_writable_dir(bad, "the run directory", "output_dir")
     with pytest.raises(UserError, match="is a directory"):
-        check_output_file(tmp_path, "the predictions")
+        check_writable_file(tmp_path, "the predictions")
     if not ROOT:
         with pytest.raises(UserError, match="permission denied"):
-            check_output_dir(readonly / "x")
+            check_writable_dir(readonly / "x")
 
 
 @pytest.mark.parametrize("errno_name,phrase", [("ENOSPC", "no space left"), ("EDQUOT", "quota")])

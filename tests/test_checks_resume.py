@@ -21,7 +21,7 @@ from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
 from bertcli.train.metrics import read_metrics
-from bertcli.train.pipeline import prepare_run
+from bertcli.train.resume import prepare_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 

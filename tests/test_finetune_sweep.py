@@ -66,6 +66,13 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _plan_line(output: str) -> str:
+    """The one line a sweep prints before any work (its runs, threads and steps)."""
+    lines = [line for line in output.splitlines() if line.startswith("sweep: ") and " runs (" in line]
+    assert len(lines) == 1, output
+    return lines[0]
+
+
 def _timeless(results: dict, folder: Path | None = None) -> dict:
     """results.json without its timing; `folder`: where it lies, written `<out>` (the test files'
     paths name the run's folder)."""
@@ -206,11 +213,19 @@ def test_killed_sweep_resumes_with_the_uninterrupted_figures(task, tmp_path):
     """2 rates x 2 seeds: killed (SIGTERM) before its third run, then --resume: the two finished
     runs are not run again (their files untouched), an interrupted run's folder (results.json
     with `interrupted`) starts again, and every figure equals an uninterrupted sweep's. Weights
-    stay only with each rate's best run; the top of --out holds the chosen rate's best."""
+    stay only with each rate's best run; the top of --out holds the chosen rate's best. Before
+    any work, one line states the runs and the optimizer steps (each run's count is the one it
+    then takes: 64 examples / batch 8 x 3 epochs), and on --resume the runs already done."""
     grid = ("--lr", "1e-3,1e-2", "--seeds", "2")
     full, cut = tmp_path / "full", tmp_path / "cut"
     r = run_cli(*_classify(task, full, *grid), cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
+    line = _plan_line(r.output)
+    assert line.startswith("sweep: 4 runs (2 rates") and "finished earlier" not in line, line
+    assert "about 24 optimizer steps each (64 training examples), about 96 in all" in line, line
+    assert r.output.index(line) < r.output.index("classify run 1/4")
+    runs = _json(full / "results.json")["sweep"]["tasks"]["classify"]["runs"]
+    assert [_json(full / run["dir"] / "results.json")["steps"] for run in runs] == [24] * 4
     proc = popen_cli(*_classify(task, cut, *grid), cwd=tmp_path, pause="sweep-classify-run-3", env=ONE_THREAD)
     wait_paused(proc)
     os.killpg(proc.pid, signal.SIGTERM)
@@ -223,6 +238,7 @@ def test_killed_sweep_resumes_with_the_uninterrupted_figures(task, tmp_path):
     r = run_cli(*_classify(task, cut, *grid, "--resume"), cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     assert r.output.count("finished earlier, kept") == 2
+    assert _plan_line(r.output).endswith("about 96 in all; 2 finished earlier (--resume), 2 to run: about 48 steps")
     assert {p: p.stat().st_mtime_ns for p in before} == before
     a, b = _json(full / "results.json")["sweep"], _json(cut / "results.json")["sweep"]
     assert a["threads"] == b["threads"] == 1
@@ -242,6 +258,9 @@ def test_killed_sweep_resumes_with_the_uninterrupted_figures(task, tmp_path):
     last.write_text(json.dumps(marked))
     r = run_cli(*_classify(task, cut, *grid, "--resume"), cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0 and r.output.count("finished earlier, kept") == 3, r.output
+    assert _plan_line(r.output).endswith("3 finished earlier (--resume), 1 to run: about 24 steps")
+    r = run_cli(*_classify(task, cut, *grid, "--resume"), cwd=tmp_path, env=ONE_THREAD)   # nothing left
+    assert r.rc == 0 and _plan_line(r.output).endswith("; all 4 finished earlier (--resume), none to run"), r.output
     assert "interrupted" not in _json(last)
     assert _json(cut / "results.json")["sweep"] == a
 
@@ -296,6 +315,8 @@ def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):
                 "-o", out, "--layers", "1", "--epochs", "2", "--max-seq-length", "16", "--lr", "3e-3", "--seeds", "5,9",
                 cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
+    assert "sweep: 2 runs (1 rate x 2 seeds 5, 9)" in r.output                 # 64 examples / batch 32 x 2 epochs
+    assert _plan_line(r.output).endswith("about 4 optimizer steps each (64 training examples), about 8 in all")
     summary = _json(out / "results.json")["sweep"]
     assert summary["command"] == "distill" and summary["seeds"] == [5, 9]
     for run in summary["tasks"]["classify"]["runs"]:

@@ -2,17 +2,30 @@
 package's own modules are imported at the top of a file (where a reader sees what it depends
 on), except on the allow-list below. Read from the source with `ast`; nothing is imported.
 
-Layers, lowest first (a module may import its own layer and the layers below it):
-    core          errors, console, atomic files, locks, paths, the machine, the Hub check
+Layers, lowest first, one package (or top-level module) each, in a strict order (a module may
+import its own package and the layers below it, never a layer above):
+    core          errors, console, atomic files, locks, paths, the machine, the Hub check, the version
+    io            reading the user's files: bytes -> lines -> records -> checked values
     config        sections, recipe, schema, families (data), the phase plan, stage keys
     corpus        stage 0: raw text -> sentences
     tokenization  stage 1: train a tokenizer on the corpus, load any tokenizer directory
     data          stage 2: built pretraining data
     model         the encoder, its heads, checkpoints
-    train, finetune, export
-    cli, info     the command line (cli_help: how its --help reads); compare (reads fine-tuning summaries)
+    tasks         what training and serving share: head kinds, featurizers, windows, decoding
+    train         pretraining (`bertcli pretrain`) and the loop pieces fine-tuning reuses
+    finetune      the fine-tuning tasks, their engine, sweeps, distillation
+    export        ONNX bundles, the predictor that runs a checkpoint or a bundle, its timing
+    serve         the commands that run a model on the user's text: predict, features, embed,
+                  evaluate-embed, fill-mask, evaluate
+    compare       reads fine-tuning summaries (`bertcli compare`)
+    info          `bertcli info`
+    api           the functions the commands call (the Python entry point)
+    cli_help      how --help reads
+    cli           the command line
+    __main__      `python -m bertcli`
 The corpus sits below tokenization because the tokenizer stage reads the corpus stage's
-output, and nothing in the corpus tokenizes.
+output, and nothing in the corpus tokenizes. The tasks sit below train and finetune because
+fine-tuning, export and predict feed a model the same windows through the same featurizers.
 """
 
 from __future__ import annotations
@@ -138,7 +151,7 @@ def _imported(node, mod: str, is_init: bool) -> list[str]:
 def _layer(mod: str) -> int | None:
     parts = mod.split(".")
     if len(parts) == 1:
-        return 0                                  # the package root: __version__ only
+        return 0                                  # the package root: the API facade only
     for i, group in enumerate(LAYERS):
         if parts[1] in group:
             return i
@@ -298,3 +311,15 @@ def test_a_good_module_passes(tmp_path):
                                 "bertcli/export/check.py": "from bertcli.model.a import g\n\n"
                                                            "def h():\n    from bertcli.model.deep import torch\n"})
     assert problems(package) == []
+
+
+def test_the_version_is_one_string():
+    """bertcli.core.version holds it (the layers below the API read it there); the package's
+    `__version__` and pyproject.toml's `version` are the same string."""
+    import tomllib
+
+    import bertcli
+    from bertcli.core.version import __version__
+
+    assert bertcli.__version__ == __version__
+    assert tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"] == __version__

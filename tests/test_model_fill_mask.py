@@ -11,7 +11,7 @@ from conftest import ONE_THREAD, assert_user_error
 from helpers.models import tiny_section
 
 from bertcli.model import build_model, save_checkpoint
-from bertcli.serve.fill_mask import fill_mask, render
+from bertcli.serve.fill_mask import fill_mask, render_fills
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 
@@ -81,7 +81,7 @@ def test_fill_mask_json_through_the_cli(cli, checkpoint):
 
 
 def test_fill_mask_table(checkpoint, capsys):
-    render(fill_mask(checkpoint, "the cat sat on the [MASK]", top_k=3))
+    render_fills(fill_mask(checkpoint, "the cat sat on the [MASK]", top_k=3))
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip()]
     assert lines[0].startswith("mask 1 of 1 (token 6 of the encoded input") and len(lines) == 5
     assert lines[1].split()[:2] == ["filler", "probability"]

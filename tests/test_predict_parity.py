@@ -161,7 +161,7 @@ def test_squad(checkpoint, tmp_path):
 def test_features_equal_predict_features(checkpoint, tmp_path):
     """`bertcli features` (last layer, mean over the real tokens) and `bertcli predict --task
     features` on a checkpoint without a task head: one vector per text, equal to predict's 6
-    decimals (both pool with encoder_heads.pool; `cls` is its first row)."""
+    decimals (both pool with encoder_heads.pool_states; `cls` is its first row)."""
     kind, ckpt = checkpoint
     pool = "mean"
     texts = [" ".join(tagged_sentence(random.Random(i))[0] * 3) for i in range(6)]      # some truncated

@@ -31,7 +31,7 @@ from bertcli.core.errors import UserError
 from bertcli.model.manifest import MANIFEST, verify_checkpoint, write_manifest
 from bertcli.train import checkpoint as ck
 from bertcli.train.loop import Trainer, TrainInputs
-from bertcli.train.pipeline import prepare_run
+from bertcli.train.resume import prepare_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # tiny models: one thread (conftest.py)
 

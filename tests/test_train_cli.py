@@ -18,7 +18,7 @@ from helpers.recipes import TINY
 from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.train.metrics import TIMING_KEYS, read_metrics
-from bertcli.train.pipeline import prepare_run
+from bertcli.train.resume import prepare_run
 
 pytestmark = pytest.mark.slow
 

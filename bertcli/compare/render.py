@@ -9,7 +9,7 @@ from bertcli.core import console, jsonout
 MNLI_MARK = "†"
 
 
-def render(card: dict, fmt: str = "table") -> None:
+def render_scorecard(card: dict, fmt: str = "table") -> None:
     """fmt: table, markdown or json."""
     if fmt == "json":
         console.out.print(jsonout.dumps({"compare": card}, indent=2), markup=False)

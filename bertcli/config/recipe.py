@@ -70,9 +70,9 @@ class Recipe:
     # How the command that built this recipe names the keys it lets the user set (evaluate:
     # {"data.objective": "--objective"}); None: the recipe's own keys, as pretrain reads them.
     flags: dict[str, str] | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
-    # A sweep's thread count, chosen once for all its runs (bertcli/finetune/sweep.py:run_recipe):
-    # the engine uses it where finetune.threads is auto; not a recipe key (recipe.yaml stays a
-    # single run's). A field, so that a task's dataclasses.replace of the recipe keeps it.
+    # A seed / learning-rate sweep's thread count, chosen once and recorded in its plan
+    # (bertcli/finetune/sweep.py): each of its runs uses it where finetune.threads is auto, as a
+    # resumed pretraining run uses its checkpoint's. None outside a sweep (not a recipe key).
     sweep_threads: int | None = field(default=None, metadata={"internal": True}, repr=False, compare=False)
 
     @property

@@ -36,11 +36,11 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from bertcli import __version__
 from bertcli.core import jsonout, paths
 from bertcli.core.errors import UserError
 from bertcli.core.locks import _alive as alive
 from bertcli.core.locks import lock_path, run_lock
+from bertcli.core.version import __version__
 
 MARKER = ".bertcli-output.json"
 TEMP_MARKER = ".bertcli-temporary.json"
@@ -177,9 +177,9 @@ def check_recipe_work_dirs(recipe: paths.RecipeDirs, out_key: str = "output_dir"
 def check_output_dir(out: Path, force: bool, inputs: Iterable = (), key: str = "--out",
                      what: str = "the output directory") -> Path:
     """Before any work: `out` is a new or empty directory, or one an earlier bertcli run marked
-    as its own and --force is given; it is no input; it can be written (paths.check_output_dir)."""
+    as its own and --force is given; it is no input; it can be written (paths.check_writable_dir)."""
     out = Path(out)
-    paths.check_output_dir(out, what, key)      # creatable and writable
+    paths.check_writable_dir(out, what, key)      # creatable and writable
     check_not_input(out, inputs, key)
     if not out.is_dir():
         return out
@@ -207,7 +207,7 @@ def check_output_file(out: Path, force: bool, inputs: Iterable = (), model_dirs:
     an existing file is replaced only with --force."""
     out = Path(out)
     check_not_input(out, inputs, key, file_output=True, model_dirs=model_dirs)
-    paths.check_output_file(out, what, key)
+    paths.check_writable_file(out, what, key)
     if (out.exists() or out.is_symlink()) and not force:
         raise UserError(f"{key} {out} already exists", where=str(out),
                         fix=f"add --force to replace it, or choose another {key}")

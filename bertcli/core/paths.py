@@ -1,8 +1,10 @@
 """Paths bertcli writes: checked before any work starts, and disk-full turned into one message.
 
-    check_output_dir(path, what, key)   before work: the directory exists or can be made, and
-                                        a file can be created in it (UserError otherwise)
-    check_output_file(path, what, key)  the same for a file that will be written
+    check_writable_dir(path, what, key)   before work: the directory exists or can be made, and
+                                          a file can be created in it (UserError otherwise);
+                                          bertcli.core.outputs.check_output_dir adds the rules
+                                          of what an output may replace
+    check_writable_file(path, what, key)  the same for a file that will be written
     check_recipe_outputs(recipe)        output_dir and cache_dir of a recipe (every stage command)
     saving(path, what, needed=None)     context: ENOSPC / EDQUOT / EROFS while writing `path` ->
                                         one UserError naming the path, the space needed and free
@@ -71,7 +73,7 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
-def check_output_dir(path: Path | str, what: str = "the output", key: str | None = None) -> Path:
+def check_writable_dir(path: Path | str, what: str = "the output", key: str | None = None) -> Path:
     """The directory `path` exists (or can be created) and is writable; UserError naming
     `what` and the recipe key / option `key` otherwise. Creates nothing."""
     path = Path(path)
@@ -87,12 +89,12 @@ def check_output_dir(path: Path | str, what: str = "the output", key: str | None
     return path
 
 
-def check_output_file(path: Path | str, what: str = "the output file", key: str | None = None) -> Path:
+def check_writable_file(path: Path | str, what: str = "the output file", key: str | None = None) -> Path:
     """A file that will be written at `path`: not a directory, and its directory writable."""
     path = Path(path)
     if path.is_dir():
         raise _refuse(path, what, "it is a directory", key)
-    check_output_dir(path.parent, what, key)
+    check_writable_dir(path.parent, what, key)
     return path
 
 
@@ -119,9 +121,9 @@ class RecipeDirs(Protocol):
 
 def check_recipe_outputs(recipe: RecipeDirs) -> None:
     """Every directory a recipe's stages and run write: output_dir and cache_dir."""
-    check_output_dir(recipe.out, "the run directory", "output_dir")
+    check_writable_dir(recipe.out, "the run directory", "output_dir")
     if recipe.cache_dir:
-        check_output_dir(recipe.cache, "the stage cache", "cache_dir")
+        check_writable_dir(recipe.cache, "the stage cache", "cache_dir")
 
 
 def free_bytes(path: Path | str) -> int:

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bertcli import __version__
 from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.machine import use_threads
 from bertcli.core.outputs import check_output_dir, install, removing_on_signal, temporary_dir
+from bertcli.core.version import __version__
 from bertcli.export import graph
 from bertcli.export.backend import OrtBackend, TorchBackend, require_onnx
 from bertcli.export.dev import evaluate, load_dev

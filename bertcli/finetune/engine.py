@@ -1,6 +1,6 @@
 """The fine-tuning engine: one loop for every task (the interface is in `finetune/task.py`).
 
-    run_task(task, recipe, checkpoint, final)      (called by `runner.finetune`)
+    run_task(task, recipe, checkpoint, final)      (called by `runner.finetune_task`)
         load the checkpoint with the task's head (a pretraining-only checkpoint starts the head
         fresh and says so) -> featurize train/dev/test -> fit (AdamW from the trainer's
         modules, warmup + linear decay, precision, a dev evaluation after every epoch, the best
@@ -14,8 +14,11 @@ RNG seeded here, the example order from its own generator.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,8 +37,7 @@ from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
-from bertcli.model import load_checkpoint
-from bertcli.model.checkpoint import Model
+from bertcli.model.checkpoint import Model, load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
@@ -85,6 +87,32 @@ def schedule_lengths(n_train: int, hyper: Hyper) -> tuple[int, int, int]:
                             f"--batch-size")
     total = max(1, math.ceil(hyper.epochs * per_epoch))
     return per_epoch, total, math.ceil(hyper.warmup_ratio * total)
+
+
+class StepsCounted(Exception):
+    """What `run_task` raises inside `counting_steps()`, once the run's data are read and checked
+    and before anything is loaded: the optimizer steps the run will take over its training
+    examples (a task that cuts long examples into windows, SQuAD's or a tagger's, takes a few
+    more). Nothing was trained or written."""
+
+    def __init__(self, steps: int, examples: int) -> None:
+        super().__init__(f"{steps:,} optimizer steps over {examples:,} training examples")
+        self.steps, self.examples = steps, examples
+
+
+_COUNTING: ContextVar[bool] = ContextVar("bertcli_counting_steps", default=False)
+
+
+@contextlib.contextmanager
+def counting_steps() -> Iterator[None]:
+    """Inside it, `run_task` counts its steps (raises StepsCounted) instead of training: how a
+    sweep states its cost before any work, through the command's own run (the same flags, data
+    and checks as the run it stands for)."""
+    token = _COUNTING.set(True)
+    try:
+        yield
+    finally:
+        _COUNTING.reset(token)
 
 
 # ------------------------------------------------------------------------------------ batches
@@ -292,6 +320,8 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    if _COUNTING.get():
+        raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
     use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads)

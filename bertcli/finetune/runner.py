@@ -1,6 +1,6 @@
 """One fine-tuning run of any task: what every `bertcli finetune` command does around the engine.
 
-    finetune(task, recipe, checkpoint, out)
+    finetune_task(task, recipe, checkpoint, out)
         out defaults to runs/<task name>/<checkpoint name> -> the output directory and the
         checkpoint are checked (no weights loaded) -> the task reads every split -> its training
         split is cut to finetune.max_train_examples -> the engine fine-tunes, evaluates and
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.core.paths import check_output_dir, default_out
+from bertcli.core.paths import check_writable_dir, default_out
 from bertcli.finetune.task import Task
 from bertcli.tokenization.load import LOADABLE
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
 
 
-def check_checkpoint(checkpoint: Path) -> None:
+def check_checkpoint_files(checkpoint: Path) -> None:
     """The checks that need no weights, before any data is read: config.json, a tokenizer file."""
     read_config(checkpoint)
     if not any((checkpoint / name).is_file() for name in LOADABLE):
@@ -35,10 +35,10 @@ def check_checkpoint(checkpoint: Path) -> None:
                             "AutoTokenizer.from_pretrained(SRC).save_pretrained(DIR), or copy the run's tokenizer files")
 
 
-def check_output(path: Path) -> Path:
+def check_out_dir(path: Path) -> Path:
     """The output directory must be writable before any work (nothing trained is lost): the
     shared write-path check of every command."""
-    return check_output_dir(Path(path), "the output directory", "--out")
+    return check_writable_dir(Path(path), "the output directory", "--out")
 
 
 def prepare(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = None) -> Path:
@@ -46,8 +46,8 @@ def prepare(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = Non
     into `task.data` with at most finetune.max_train_examples training examples; the output
     directory."""
     checkpoint = Path(checkpoint)
-    out = check_output(Path(out) if out is not None else default_out(checkpoint, task.name))
-    check_checkpoint(checkpoint)
+    out = check_out_dir(Path(out) if out is not None else default_out(checkpoint, task.name))
+    check_checkpoint_files(checkpoint)
     task.data = task.read().limit_train(recipe.finetune.max_train_examples)
     return out
 
@@ -70,12 +70,12 @@ def test_rows(task: Task, results: dict) -> list[tuple[str, str]]:
             for name, m in results.get("test", {}).items()]
 
 
-def finetune(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",
-             show: bool = True) -> dict:
+def finetune_task(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",
+                  show: bool = True) -> dict:
     """Fine-tune `checkpoint` on `task` into `out`; returns results.json's content. `init="random"`
     re-initializes the encoder (the baseline that shows what pretraining is worth)."""
     out = prepare(task, recipe, checkpoint, out)
     return train(task, recipe, checkpoint, out, init=init, show=show)
 
 
-__all__ = ["finetune", "prepare", "train", "default_out", "check_checkpoint", "check_output"]
+__all__ = ["finetune_task", "prepare", "train", "default_out", "check_checkpoint_files", "check_out_dir"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertcli.config.options import SweepArgs, parse_seeds
+from bertcli.config.recipe import Recipe
 from bertcli.core import console
 from bertcli.core.errors import Diverged, UserError
 from bertcli.core.fs import building
@@ -113,8 +114,8 @@ def make_plan(command: str, checkpoint: Path, recipe: Recipe, sweep: SweepArgs, 
 def run_recipe(recipe: Recipe, lr: float | None, seed: int, threads: int) -> Recipe:
     """The recipe of one run: its seed, its rate (when the sweep has a grid) in place of the
     recipe's everywhere (task blocks too), so it is the rate used, and the sweep's thread count
-    as `sweep_threads` (not a recipe key: results.json and recipe.yaml stay those of a single
-    run; the engine uses it where finetune.threads is auto, as a resumed run its recorded count)."""
+    as `Recipe.sweep_threads` (internal, not a recipe key: results.json and recipe.yaml stay those
+    of a single run; the engine uses it where finetune.threads is auto)."""
     ft = recipe.finetune
     if lr is not None:
         blocks = {f.name: dataclasses.replace(getattr(ft, f.name), learning_rate=None) for f in dataclasses.fields(ft)
@@ -168,8 +169,53 @@ def prune(root: Path, runs: list[dict]) -> None:
                 drop_files(root / r["dir"], model_files(root / r["dir"]))
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What a sweep will do, said before any work: its runs, those finished earlier (--resume:
+    read, not run again) and the optimizer steps of each run (every run of a sweep reads the
+    same data with the same epochs and batch; None when no run is left to count on)."""
+
+    runs: int
+    done: int
+    steps_per_run: int | None = None
+    examples: int | None = None          # training examples of a run, what the steps are counted on
+
+    @property
+    def left(self) -> int:
+        return self.runs - self.done
+
+    def describe(self) -> str:
+        """The cost part of the sweep's line before work."""
+        resumed = f"; {self.done} finished earlier (--resume), {self.left} to run" if self.done else ""
+        s = self.steps_per_run
+        if s is None:
+            return f"; all {self.runs} finished earlier (--resume), none to run"
+        steps = (f"; about {s:,} optimizer steps each ({self.examples:,} training examples), "
+                 f"about {s * self.runs:,} in all")
+        return steps + (f"{resumed}: about {s * self.left:,} steps" if self.done else "")
+
+
+def count_cost(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe, Path], dict]) -> Cost:
+    """The sweep's Cost: its first run left goes through the command's own run up to the point
+    where the engine has the data read and checked (engine.counting_steps), so the count is the
+    run's, and a broken file or flag is refused here, before any work."""
+    todo = [(lr, seed, rel) for lr, seed, rel in plan.runs() if finished(root / rel) is None]
+    done = len(plan.runs()) - len(todo)
+    if not todo:
+        return Cost(len(plan.runs()), done)
+    from bertcli.finetune.engine import StepsCounted, counting_steps  # torch: the runs import it next
+
+    lr, seed, rel = todo[0]
+    try:
+        with counting_steps():
+            one_run(run_recipe(recipe, lr, seed, plan.threads), root / rel)
+    except StepsCounted as counted:
+        return Cost(len(plan.runs()), done, counted.steps, counted.examples)
+    raise AssertionError("a sweep's run trains through bertcli.finetune.engine.run_task, which counts its steps")
+
+
 class Clock:
-    """The cost said before work and measured after the first run."""
+    """The cost measured after the first run, and the estimate for the runs left."""
 
     def __init__(self, total: int):
         self.total, self.done, self.seconds = total, 0, 0.0
@@ -272,12 +318,14 @@ def start(plan: Plan, out: Path, force: bool) -> None:
     claim(out, [out / STATE])
 
 
-def describe(plan: Plan, tasks: int = 1) -> str:
+def describe(plan: Plan, tasks: int = 1, cost: Cost | None = None) -> str:
+    """The sweep's one line before work: its runs, threads and (`cost`) steps."""
     rates = "1 rate" if not plan.rates else f"{len(plan.rates)} rates ({', '.join(f'{r:g}' for r in plan.rates)})"
     n = len(plan.runs()) * tasks
     return (f"sweep: {n} runs ({rates} x {len(plan.seeds)} seeds {', '.join(map(str, plan.seeds))}"
             + (f" x {tasks} tasks" if tasks > 1 else "")
-            + f"), one after another at {plan.threads} thread{'s' if plan.threads > 1 else ''}")
+            + f"), one after another at {plan.threads} thread{'s' if plan.threads > 1 else ''}"
+            + (cost.describe() if cost is not None else ""))
 
 
 def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: Callable[[Recipe, Path], dict],
@@ -287,8 +335,9 @@ def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: 
     groups = len(plan.rates or [None])
     check_disk(out, checkpoint, groups + 2)
     start(plan, out, force)
-    console.log(describe(plan))
-    records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(len(plan.runs())))
+    cost = count_cost(plan, recipe, out, one_run)
+    console.log(describe(plan, cost=cost))
+    records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(cost.left))
     runs = [{k: v for k, v in r.items() if k != "group"} for r in records]
     entry = sweep_summary.task_entry(runs, plan.rates, sweep_summary.score_name(runs))
     first = next((r for r in records if r["status"] != "diverged"), None)

@@ -7,7 +7,7 @@ checks before any work, `finetune.max_train_examples` and the summary; the engin
 dev evaluation after every epoch, the choice of the best epoch, the HF directory of the best
 model and `results.json`.
 
-CONTRACT (what `runner.finetune(task, recipe, checkpoint, out)` calls, in this order)
+CONTRACT (what `runner.finetune_task(task, recipe, checkpoint, out)` calls, in this order)
 
     task.name: str                 key in results.json, messages and the default output folder
                                    (runs/<name>/<checkpoint>): `sst2`, `classify`, `ner`, `squad`

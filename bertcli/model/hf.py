@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bertcli import __version__
 from bertcli.config.checkpoint import LABELLED_HEADS
 from bertcli.config.families import FAMILIES
 from bertcli.config.model import EncoderConfig
+from bertcli.core.version import __version__
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
 
 # Per-token fine-tuning heads (model/task_heads.py): their transformers names are the spec's

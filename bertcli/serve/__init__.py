@@ -7,4 +7,5 @@ fine-tuning and export, below the CLI):
     evaluate_embed.py   `bertcli evaluate-embed`: retrieval (BEIR) and STS scores of an encoder
     fill_mask.py        `bertcli fill-mask`: the top-k fillers of each mask token
     evaluate.py         `bertcli evaluate`: MLM loss / perplexity of a checkpoint on corpora
+    vectors.py          the input texts and the .npy / parquet vector files of features and embed
 """

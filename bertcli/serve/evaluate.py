@@ -201,7 +201,7 @@ def _pseudo_perplexity(model, rows, tok, n_rows: int, checkpoint: Path | None = 
     return (math.exp(nll) if nll < math.log(sys.float_info.max) else math.inf), count
 
 
-def render(result: dict, as_json: bool = False) -> None:
+def render_evaluation(result: dict, as_json: bool = False) -> None:
     if as_json:
         console.out.print(jsonout.dumps(result, indent=2), markup=False)
         return

@@ -156,7 +156,7 @@ def evaluate_embed(checkpoint: str | Path, beir: str | Path | None = None, split
     return result
 
 
-def render(result: dict, as_json: bool = False) -> None:
+def render_embed_scores(result: dict, as_json: bool = False) -> None:
     if as_json:
         console.out.print(jsonout.dumps(result, indent=2), markup=False)
         return

@@ -77,7 +77,7 @@ def filled_text(tok, ids: list[int], pos: int, filler: int) -> str:
     return tok.decode(filled, skip_special_tokens=True)
 
 
-def render(results: list[dict[str, Any]], as_json: bool = False) -> None:
+def render_fills(results: list[dict[str, Any]], as_json: bool = False) -> None:
     """Print the results: one table per mask, or JSON (stdout)."""
     if as_json:
         console.out.print(jsonout.dumps(results, ensure_ascii=False), markup=False, highlight=False)

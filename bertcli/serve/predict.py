@@ -18,7 +18,7 @@ from bertcli.export.inputs import check_input, count_records, read_records
 from bertcli.export.predictor import open_model
 
 
-def check_output(out: Path | None, input_file: Path | None = None, model: Path | None = None,
+def check_predictions_out(out: Path | None, input_file: Path | None = None, model: Path | None = None,
                  force: bool = False) -> None:
     """Before any work: the output file is not the input, not a file of the model (bundle or
     checkpoint), not a directory, in a writable directory; an existing file only with --force."""
@@ -34,12 +34,12 @@ def run_predict(model: Path, input_file: Path, out: Path | None = None, task: st
     written under a temporary name and renamed when complete, under the output's lock; Ctrl-C
     or SIGTERM remove the temporary). Returns a summary."""
     check_input(input_file, encoding)
-    check_output(out, input_file, model, force)
+    check_predictions_out(out, input_file, model, force)
     if out is None:
         return _predict(model, input_file, None, task, batch_size, top_k, pooling, max_length, threads,
                         allow_impossible, encoding)
     with run_lock(Path(out)), removing_on_signal(temporary_file(Path(out))):
-        check_output(out, input_file, model, force)      # again, holding the lock
+        check_predictions_out(out, input_file, model, force)      # again, holding the lock
         return _predict(model, input_file, Path(out), task, batch_size, top_k, pooling, max_length, threads,
                         allow_impossible, encoding)
 

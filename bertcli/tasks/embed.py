@@ -36,11 +36,11 @@ def load_embed(directory: Path):
                         fix="move the Transformer module's files (config.json, weights, tokenizer) to the root and "
                             "set its path to \"\" in modules.json, as sentence-transformers writes it today")
     encoder = load_encoder(directory)
-    encoder.embed_pooling = src.pooling  # a plain attribute, read by run_embed
+    encoder.embed_pooling = src.pooling  # a plain attribute, read by run_embed_head
     return encoder
 
 
-def run_embed(encoder, input_ids, attention_mask, token_type_ids) -> dict:
+def run_embed_head(encoder, input_ids, attention_mask, token_type_ids) -> dict:
     hidden = encoder(input_ids, attention_mask, token_type_ids).padded()          # [B, T, H]
     return {"sentence_embedding": encoder.embed_pooling(hidden.float(), attention_mask)}  # [B, H]
 

@@ -1,5 +1,5 @@
 """Featurizers of the heads a pretrained checkpoint already has: fill-mask (the masked-LM head)
-and features (the bare encoder). `bertcli features` pools its layers with the same `pool` and
+and features (the bare encoder). `bertcli features` pools its layers with the same `pool_states` and
 encodes texts with the same tokenizer settings as predict's `features`, so both give one vector.
 """
 
@@ -14,7 +14,7 @@ from bertcli.tasks.featurizer import TEXT, Context, TextFeaturizer, field, softm
 POOLINGS = ("mean", "cls", "pooler")
 
 
-def pool(states, mask, how: str):
+def pool_states(states, mask, how: str):
     """[B, T, D] states (numpy or torch), mask [B, T] of real tokens -> [B, D]: the mean over the
     real tokens (special tokens included, padding never), or the first token ([CLS] / <s>)."""
     if how == "cls":
@@ -24,7 +24,7 @@ def pool(states, mask, how: str):
 
 
 class FeaturesFeaturizer(TextFeaturizer):
-    """One vector per record: `mean`, `cls` (see pool) or the pooler's output (`pooler`,
+    """One vector per record: `mean`, `cls` (see pool_states) or the pooler's output (`pooler`,
     BERT/ALBERT)."""
 
     def __init__(self, ctx: Context):
@@ -41,7 +41,7 @@ class FeaturesFeaturizer(TextFeaturizer):
             vec = out["pooler_output"]
         else:
             h = out["last_hidden_state"]                                 # [T, H] real tokens
-            vec = pool(h[None], np.ones((1, len(h)), dtype=bool), self.pooling)[0]
+            vec = pool_states(h[None], np.ones((1, len(h)), dtype=bool), self.pooling)[0]
         return {"embedding": [round(float(v), 6) for v in vec]}
 
 

@@ -26,7 +26,7 @@ from bertcli.core import jsonout
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.tasks.classification import SequenceFeaturizer
 from bertcli.tasks.classification import dev_metric as classification_metric
-from bertcli.tasks.embed import EmbedFeaturizer, load_embed, run_embed
+from bertcli.tasks.embed import EmbedFeaturizer, load_embed, run_embed_head
 from bertcli.tasks.encoder_heads import FeaturesFeaturizer, FillMaskFeaturizer
 from bertcli.tasks.qa.decode import SpanFeaturizer
 from bertcli.tasks.tagging.windows import TagFeaturizer
@@ -182,7 +182,7 @@ register(HeadKind("question-answering", "qa", ("ForQuestionAnswering",), _load_f
                   _run_qa, {"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")},
                   SpanFeaturizer, description="answer-span start and end logits (SQuAD)",
                   aliases=("qa", "squad", "squad-v2")))
-register(HeadKind("embed", "pretraining", (), load_embed, run_embed, {"sentence_embedding": ("batch", "hidden")},
+register(HeadKind("embed", "pretraining", (), load_embed, run_embed_head, {"sentence_embedding": ("batch", "hidden")},
                   EmbedFeaturizer, description="sentence embeddings: the encoder pooled (and L2-normalized) as its "
                   "sentence-transformers directory says, else mean-pooled",
                   aliases=("embedding", "sentence-embedding", "sentence-transformers")))

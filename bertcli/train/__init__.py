@@ -9,7 +9,8 @@ Reusable pieces (fine-tuning imports these; they know nothing of pretraining):
     precision.make_grad_scaler(precision, device), precision.clip_and_check(params, max_norm,
     scaler, optimizer) -> grad norm, precision.StepGuard(max_bad_steps)
 
-Pretraining: pipeline.run_pretrain(recipe, resume, force) -> PretrainResult; loop.Trainer;
+Pretraining: pipeline.run_pretrain(recipe, resume, force) -> PretrainResult; resume.ResumeState
+(where a run starts: scratch or a checkpoint); continued.start_weights; loop.Trainer;
 checkpoint (HF directory + trainer_state/, no pickle); sampler (deterministic order + cursor);
 metrics (metrics.jsonl, TensorBoard, live view); distributed (torchrun / DDP helpers).
 """

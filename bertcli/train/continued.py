@@ -1,5 +1,7 @@
 """The run-side of continued pretraining (`model.init_from`): what the checkpoint was, its
-step-0 figures, and the refusal to resume over a replaced one.
+step-0 figures, and the refusal to resume over a replaced one. `start_weights` gives the
+pipeline one object for where the weights come from (`Continuation` or `FromScratch`), so
+`pretrain` asks no "is this continued pretraining?" of its own.
 
     <run>/init_from.json   {"path", "sha256" (config.json + weights), "step0": validation record}
 
@@ -14,12 +16,22 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bertcli.config.checkpoint import weights_sha256
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
+from bertcli.model.heads import build_model
+from bertcli.model.init_from import init_model
+from bertcli.tokenization.extend import load_extension
+
+if TYPE_CHECKING:
+    import torch
+
+    from bertcli.config.recipe import Recipe
+    from bertcli.tokenization.load import TokenizerInfo
+    from bertcli.train.loop import Trainer
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -83,3 +95,65 @@ def summary_rows(init: InitReport | None, run_dir: Path, last_val: dict, notes: 
         rows.append(("val MLM loss (step 0 -> end)", f"{start['val_mlm_loss']:.4f} -> {last_val['val_mlm_loss']:.4f}"))
         rows.append(("val MLM acc (step 0 -> end)", f"{start['val_mlm_acc']:.4f} -> {last_val['val_mlm_acc']:.4f}"))
     return rows
+
+
+# --------------------------------------------------------------------- where the weights start
+class WeightsStart(Protocol):
+    """Where a run's weights come from, as the pipeline uses it: build the model (after the
+    seed is set), give the first metrics.jsonl record once the trainer exists, and add rows
+    to the summary."""
+
+    report: InitReport | None       # PretrainResult.init: set once the run trains
+
+    def build(self, tok: TokenizerInfo, tokenizer_dir: Path) -> torch.nn.Module: ...
+
+    def first_record(self, trainer: Trainer, main: bool) -> dict | None: ...
+
+    def summary_rows(self, last_val: dict, tokenizer_rows: Iterable[tuple[str, object]]) -> list[tuple[str, object]]: ...
+
+
+class FromScratch:
+    """A new model, initialized from the seed."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.report: InitReport | None = None
+
+    def build(self, tok: TokenizerInfo, tokenizer_dir: Path) -> torch.nn.Module:
+        return build_model(self.recipe.model, tok.vocab_size, tok.pad_id)
+
+    def first_record(self, trainer: Trainer, main: bool) -> dict | None:
+        return None
+
+    def summary_rows(self, last_val: dict, tokenizer_rows: Iterable[tuple[str, object]]) -> list[tuple[str, object]]:
+        return []
+
+
+class Continuation:
+    """Continued pretraining from `model.init_from`. Made before the model: a resume over a
+    replaced checkpoint is refused here (check_source)."""
+
+    def __init__(self, recipe: Recipe, run_dir: Path, resuming: bool) -> None:
+        self.recipe, self.run_dir, self.resuming = recipe, Path(run_dir), resuming
+        self.record = check_source(recipe, run_dir, resuming)
+        self.notes: list = []
+        self.report: InitReport | None = None
+
+    def build(self, tok: TokenizerInfo, tokenizer_dir: Path) -> torch.nn.Module:
+        model, self.notes = init_model(self.recipe, tok, load_extension(tokenizer_dir))
+        return model
+
+    def first_record(self, trainer: Trainer, main: bool) -> dict | None:
+        first = start_figures(trainer, self.record, self.run_dir, resuming=self.resuming, main=main)
+        self.report = InitReport(self.notes, self.record)
+        return first
+
+    def summary_rows(self, last_val: dict, tokenizer_rows: Iterable[tuple[str, object]]) -> list[tuple[str, object]]:
+        return summary_rows(self.report, self.run_dir, last_val, self.notes, tokenizer_rows)
+
+
+def start_weights(recipe: Recipe, run_dir: Path, resuming: bool) -> WeightsStart:
+    """Continuation when the recipe has model.init_from, else FromScratch."""
+    if recipe.model.init_from is not None:
+        return Continuation(recipe, run_dir, resuming)
+    return FromScratch(recipe)

@@ -9,46 +9,44 @@ directory (`recipe.out`) that holds exactly one run:
 
 Under torchrun every process runs this function; rank 0 builds missing stages while the others
 wait, and only rank 0 writes the run's files.
+
+`_run` reads top to bottom: where the run starts (bertcli.train.resume.ResumeState: scratch or a
+checkpoint, and the checks a resume needs), its stages (RunData), where its weights start
+(bertcli.train.continued.start_weights: a new model or `model.init_from`), then either training
+(`_train`) or a resume of a run already complete (`_already_complete`); both give a TrainResult,
+from which the PretrainResult is built once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from bertcli.config.phases import budget_seconds, format_seconds, phase_of, plan
-from bertcli.config.recipe import Recipe, load_recipe
+from bertcli.config.phases import Phase, budget_seconds, format_seconds, phase_of, plan
+from bertcli.config.recipe import Recipe
 from bertcli.config.stages import StageResult
 from bertcli.core import console
-from bertcli.core.errors import UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.machine import use_threads
 from bertcli.data.build import ensure_data
 from bertcli.data.collator import PretrainCollator
 from bertcli.data.dataset import PretrainDataset, load_data
-from bertcli.model import build_model, parameter_counts, save_checkpoint
-from bertcli.model.init_from import init_model
+from bertcli.model.checkpoint import save_checkpoint
+from bertcli.model.count import parameter_counts
 from bertcli.tokenization.build import ensure_tokenizer
-from bertcli.tokenization.extend import load_extension
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import continued, distributed, memory, provenance
-from bertcli.train.loop import PhaseData, Trainer, TrainInputs
+from bertcli.train.continued import InitReport, WeightsStart
+from bertcli.train.loop import PhaseData, Trainer, TrainInputs, TrainResult
 from bertcli.train.metrics import read_metrics
 from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
-
-RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
-# Sections whose change makes another run (train keys listed below may change on --resume).
-RUN_SECTIONS = ("seed", "corpus", "tokenizer", "data", "model", "train")
-RESUMABLE_TRAIN_KEYS = {"max_steps", "max_time", "eval_every", "eval_batches", "max_bad_steps"}
+from bertcli.train.resume import ResumeState, clear_run
 
 
 @dataclass
@@ -59,7 +57,7 @@ class PretrainResult:
     tokens: int = 0
     seconds: float = 0.0
     checkpoint: Path | None = None
-    stages: list = field(default_factory=list)       # StageResults of tokenizer and data
+    stages: list[StageResult] = field(default_factory=list)   # tokenizer, then each phase's data as used
     resumed_from: Path | None = None
     resumed_seconds: float = 0.0                    # training time of the runs before the resume
     last: dict = field(default_factory=dict)
@@ -67,143 +65,12 @@ class PretrainResult:
     interrupted: int | None = None               # signal number when stopped by a signal
     train_seconds: float = 0.0                      # training time (a budgeted run's clock)
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
-    phases: list = field(default_factory=list)      # bertcli.config.phases.Phase of a multi-phase run
-    init: Any = None                                # continued pretraining: bertcli.train.continued.InitReport
-
-
-# ----------------------------------------------------------------------- recipe comparison
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """key path -> value of the fields that define a run (fields marked hash=False left out)."""
-    if dataclasses.is_dataclass(obj):
-        out = {}
-        for f in dataclasses.fields(obj):
-            if f.metadata.get("hash", True) and not f.metadata.get("internal"):
-                out.update(flatten(getattr(obj, f.name), f"{prefix}{f.name}."))
-        return out
-    if isinstance(obj, list):
-        out = {}
-        for i, x in enumerate(obj):
-            out.update(flatten(x, f"{prefix[:-1]}[{i}]."))
-        return out or {prefix[:-1]: []}
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out or {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
-
-
-def differences(old: Recipe, new: Recipe, sections=RUN_SECTIONS) -> list[tuple[str, Any, Any]]:
-    """(key, old value, new value) for every run-defining key that differs."""
-    a: dict[str, Any] = {}
-    b: dict[str, Any] = {}
-    for s in sections:
-        a.update(flatten(getattr(old, s), f"{s}.") if s != "seed" else {"seed": old.seed})
-        b.update(flatten(getattr(new, s), f"{s}.") if s != "seed" else {"seed": new.seed})
-    return [(k, a.get(k, "<absent>"), b.get(k, "<absent>")) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-
-
-def _describe(diffs: list[tuple[str, Any, Any]], limit: int = 6) -> str:
-    shown = ", ".join(f"{k}: {o!r} -> {n!r}" for k, o, n in diffs[:limit])
-    return shown + (f" (and {len(diffs) - limit} more)" if len(diffs) > limit else "")
-
-
-def _saved_recipe(path: Path, what: str) -> Recipe:
-    try:
-        return load_recipe(str(path))
-    except UserError as e:
-        raise UserError(f"{what} has a recipe.yaml this bertcli cannot read ({e.what})", where=str(path),
-                        fix="use another output_dir, or --force to start over there")
-
-
-# -------------------------------------------------------------------------- run directory
-def _has_run(run_dir: Path) -> bool:
-    return any((run_dir / name).exists() for name in RUN_FILES)
-
-
-def _refuse_another_run(run_dir: Path, recipe: Recipe) -> None:
-    """UserError when the run directory holds the run of a recipe that differs from this one."""
-    if not (run_dir / "recipe.yaml").is_file():
-        return
-    diffs = differences(_saved_recipe(run_dir / "recipe.yaml", "the output directory"), recipe)
-    if diffs:
-        raise UserError(f"the output directory holds the run of another recipe; differing keys: "
-                        f"{_describe(diffs)}", where=str(run_dir),
-                        fix="choose another output directory (--set output_dir=DIR), restore those keys, "
-                            "or --force to replace that run")
-
-
-def prepare_run(recipe: Recipe, resume: str | None, force: bool) -> ckpt_io.Checkpoint | None:
-    """Check the output directory against the recipe and pick the checkpoint to resume from.
-    Raises UserError (before anything is written) for another recipe's run, a damaged or
-    foreign checkpoint, or a model changed since the checkpoint."""
-    run_dir = recipe.out
-    if resume and force:
-        raise UserError("--resume and --force contradict each other",
-                        fix="--resume continues the run, --force starts it over: give one")
-    if force:
-        return None
-    if resume is None:
-        if not _has_run(run_dir):
-            return None
-        _refuse_another_run(run_dir, recipe)
-        last = ckpt_io.latest(run_dir)
-        if last is None:
-            return None  # a run of this recipe killed before its first checkpoint: start over
-        at = f" (checkpoint at step {ckpt_io.read(last).step:,} of {recipe.train.max_steps:,})" \
-            if _readable(last) else ""
-        raise UserError(f"the output directory already holds this recipe's run{at}", where=str(run_dir),
-                        fix="--resume auto continues it; --force starts it over")
-    if resume == "auto":
-        # the newest checkpoint that reads back complete; damaged newer ones are set aside (by _run)
-        ck = ckpt_io.resumable(run_dir, require=ckpt_io.TrainState.required_keys())
-        if ck is None:
-            _refuse_another_run(run_dir, recipe)
-            console.log(f"no checkpoint in {run_dir}: starting from scratch")
-            return None
-    else:
-        ck = ckpt_io.read(Path(resume), require=ckpt_io.TrainState.required_keys())
-    check_compatible(_saved_recipe(ck.recipe_yaml, "the checkpoint"), recipe, ck.path)
-    return ck
-
-
-def _readable(path: Path) -> bool:
-    try:
-        ckpt_io.read(path)
-        return True
-    except UserError:
-        return False
-
-
-def check_compatible(saved: Recipe, recipe: Recipe, where: Path) -> None:
-    """A checkpoint continues only under the same model, data and training settings (a longer
-    max_steps, other evaluation settings and every machine setting may change)."""
-    model = differences(saved, recipe, ("model",))
-    if model:
-        raise UserError(f"the recipe's model changed since the checkpoint: {_describe(model)}", where=str(where),
-                        fix="restore those model keys to resume, or start a new run (--force or another output_dir)")
-    data = differences(saved, recipe, ("seed", "corpus", "tokenizer", "data"))
-    if data:
-        raise UserError(f"the checkpoint was trained on other data: {_describe(data)}", where=str(where),
-                        fix="restore those keys to resume, or start a new run (--force or another output_dir)")
-    train = [d for d in differences(saved, recipe, ("train",)) if d[0].split(".", 1)[1] not in RESUMABLE_TRAIN_KEYS]
-    if train:
-        raise UserError(f"the training settings changed since the checkpoint: {_describe(train)}", where=str(where),
-                        fix="only train.max_steps, max_time, eval_every, eval_batches, max_bad_steps and machine "
-                            "settings may change on --resume; restore the others or start a new run")
-
-
-def _clear_run(run_dir: Path) -> None:
-    for name in RUN_FILES:
-        p = run_dir / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+    phases: list[Phase] = field(default_factory=list)   # the plan of a multi-phase run
+    init: InitReport | None = None                  # continued pretraining, when the run trained
 
 
 # ------------------------------------------------------------------------------- stages
-def _stages(recipe: Recipe, d: distributed.Dist):
+def _stages(recipe: Recipe, d: distributed.Dist) -> tuple[StageResult, StageResult]:
     """Tokenizer and data (StageResults). The main process builds what is missing while the
     others wait; then each node's first process checks (a node without a shared filesystem
     builds its own copy, deterministically the same), then everyone loads."""
@@ -220,6 +87,39 @@ def _stages(recipe: Recipe, d: distributed.Dist):
     return results or both()
 
 
+def _log_stage(s: StageResult) -> None:
+    console.log(f"{s.name}: {'reused' if s.reused else 'built'} {s.path}")
+
+
+class RunData:
+    """The run's tokenizer and data as the trainer reads them: the start phase's now, a later
+    phase's when the loop reaches it (`open_phase`, built when missing as at the start of a
+    run). `stages` lists every stage the run used, in order, for the summary."""
+
+    def __init__(self, tokenizer: StageResult, data: StageResult, start: Phase, d: distributed.Dist) -> None:
+        self.d, self.stages = d, [tokenizer, data]
+        for s in self.stages:
+            _log_stage(s)
+        self.tokenizer_dir, self.data_dir = tokenizer.path, data.path
+        self.tok = load_tokenizer(tokenizer.path)
+        splits = load_data(data.path)
+        self.hashes = provenance.inputs_sha256(tokenizer.path, data.path)
+        self.start = PhaseData(PretrainDataset(splits["train"]), PretrainDataset(splits["validation"]),
+                               len(splits["train"]), len(splits["validation"]),
+                               PretrainCollator(self.tok, start.recipe.data, start.recipe.seed),
+                               self.hashes["data_sha256"])
+
+    def open_phase(self, ph: Phase) -> PhaseData:
+        _, built = _stages(ph.recipe, self.d)
+        stage = stage_name(built, ph)
+        self.stages.append(stage)
+        _log_stage(stage)
+        splits = load_data(stage.path)
+        return PhaseData(PretrainDataset(splits["train"]), PretrainDataset(splits["validation"]), len(splits["train"]),
+                         len(splits["validation"]), PretrainCollator(self.tok, ph.recipe.data, ph.recipe.seed),
+                         provenance.content_sha256(stage.path, ["*.arrow"]))
+
+
 # ---------------------------------------------------------------------------------- run
 def run_pretrain(recipe: Recipe, resume: str | None = None, force: bool = False) -> PretrainResult:
     """Run the missing stages, then pretrain (or continue a run with `resume`)."""
@@ -233,108 +133,85 @@ def run_pretrain(recipe: Recipe, resume: str | None = None, force: bool = False)
 
 
 def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -> PretrainResult:
+    """Check, load the stages, build the model, then train (or find the run already complete);
+    the result is put together once, from what training returned."""
     check_precision(recipe.train.precision, d.device)
-    run_dir = recipe.out
-    ck = prepare_run(recipe, resume, force)
+    state = ResumeState.pick(recipe, resume, force)
     # before the model exists: a resume takes the checkpoint's count (the same bits), a new run the free cores
-    use_threads(recipe.train.threads, "train.threads", d.device, recorded=ck.state.threads if ck is not None else None)
+    use_threads(recipe.train.threads, "train.threads", d.device, recorded=state.threads)
     distributed.barrier(d)  # every process has checked before rank 0 changes anything
     if d.main and force:
-        _clear_run(run_dir)
+        clear_run(recipe.out)
     t0 = time.monotonic()
     phases = plan(recipe)
-    start_phase = phase_of(phases, (ck.step if ck is not None else 0) + 1)   # the stages it needs now
-    tok_result, data_result = _stages(start_phase.recipe, d)
-    result = PretrainResult(run_dir, max_steps=recipe.train.max_steps, stages=[tok_result, data_result],
-                            stage_seconds=time.monotonic() - t0, phases=phases if recipe.train.phases else [])
-    result.stages[1] = stage_name(data_result, start_phase)
-    for s in result.stages:
-        console.log(f"{s.name}: {'reused' if s.reused else 'built'} {s.path}")
-    tok = load_tokenizer(tok_result.path)
-    data = load_data(data_result.path)
-    train_split, val_split = data["train"], data["validation"]
-    hashes = provenance.inputs_sha256(tok_result.path, data_result.path)
-    same_phase = ck is not None and phase_of(phases, max(1, ck.step)) is start_phase   # not at a boundary
-    if ck is not None:
-        # At a phase boundary the data is the next phase's: only the tokenizer must be the same.
-        provenance.check_same_inputs(ck.state, hashes, ck.path, tok_result.path, data_result.path,
-                                     compare=("tokenizer_sha256", "data_sha256") if same_phase else ("tokenizer_sha256",))
-        if same_phase and ck.state.train_rows not in (None, len(train_split)):
-            raise UserError(f"the checkpoint was trained on {ck.state.train_rows:,} rows, the data has "
-                            f"{len(train_split):,}", where=str(ck.path), fix="rebuild the same data or start a new run")
-        if d.main:
-            ckpt_io.set_aside_damaged(ck)
-
-    memory.check_model_fits(parameter_counts(recipe.model, tok.vocab_size)["total"], d.device)  # before allocating it
-    torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
-    init_notes: list = []
-    if recipe.model.init_from is not None:      # continued pretraining (bertcli/model/init_from.py)
-        init_record = continued.check_source(recipe, run_dir, resuming=ck is not None)
-        model, init_notes = init_model(recipe, tok, load_extension(tok_result.path))
-    else:
-        model = build_model(recipe.model, tok.vocab_size, tok.pad_id)
+    start_phase = phase_of(phases, state.step + 1)   # the stages it needs now
+    tokenizer, built = _stages(start_phase.recipe, d)
+    stage_seconds = time.monotonic() - t0
+    data = RunData(tokenizer, stage_name(built, start_phase), start_phase, d)
+    state.check_inputs(data.hashes, data.tokenizer_dir, data.data_dir, data.start.n_train,
+                       same_phase=state.in_phase(phases, start_phase))
     if d.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        recipe.save(run_dir)
-        ckpt_io.prune(run_dir, recipe.train.keep_last)
-    result.resumed_from = ck.path if ck is not None else None
-    result.resumed_seconds = float(ck.state.elapsed_s) if ck is not None else 0.0
-    if ck is not None:
-        console.log(f"resuming from {ck.path} (step {ck.step:,}, {ck.state.consumed_samples:,} samples)")
-    inputs = TrainInputs(
-        recipe=recipe, model=model, train_dataset=PretrainDataset(train_split), val_dataset=PretrainDataset(val_split),
-        n_train=len(train_split), n_val=len(val_split),
-        collate=PretrainCollator(tok, start_phase.recipe.data, recipe.seed),
-        hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=tok.path),
-        run_dir=run_dir, dist=d, resume=ck, phases=phases, inputs_sha256=hashes,
-        open_phase=lambda ph: _open_phase(ph, tok, d, result))
-    budget = budget_seconds(recipe.train)
-    if ck is not None and (ck.step >= recipe.train.max_steps
-                           or (budget is not None and ck.state.elapsed_s >= budget)):
-        console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
-                    f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
-        result.train_seconds = float(ck.state.elapsed_s)
-        final = run_dir / "final"
-        result.step, result.tokens = ck.step, int(ck.state.tokens)
-        result.checkpoint = final if (final / "config.json").is_file() else ck.path
-        records = read_metrics(run_dir / "metrics.jsonl", up_to_step=ck.step)
-        result.last = records[-1] if records else {}
-        result.last_val = next((r for r in reversed(records) if "val_loss" in r), {})
+        state.set_aside_damaged()
+
+    memory.check_model_fits(parameter_counts(recipe.model, data.tok.vocab_size)["total"], d.device)  # before allocating it
+    torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
+    weights = continued.start_weights(recipe, recipe.out, resuming=state.resuming)
+    model = weights.build(data.tok, data.tokenizer_dir)
+    if d.main:
+        recipe.out.mkdir(parents=True, exist_ok=True)
+        recipe.save(recipe.out)
+        ckpt_io.prune(recipe.out, recipe.train.keep_last)
+    state.announce()
+    if state.complete(recipe.train):
+        out = _already_complete(recipe, state)
     else:
-        trainer = Trainer(inputs)
-        if recipe.model.init_from is not None:
-            inputs.first_record = continued.start_figures(trainer, init_record, run_dir, resuming=ck is not None,
-                                                          main=d.main)
-            result.init = continued.InitReport(init_notes, init_record)
-        console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
-                    f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {trainer.batch_size} = "
-                    f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
-        out = trainer.fit()
-        result.step, result.tokens, result.checkpoint = out.step, out.tokens, out.checkpoint
-        result.last, result.last_val, result.interrupted = out.last, out.last_val, out.interrupted
-        result.train_seconds = out.train_seconds
-        result.stage_seconds += out.stage_seconds
-    result.seconds = time.monotonic() - t0
+        out = _train(recipe, state, model, data, phases, weights)
+    result = PretrainResult(
+        recipe.out, step=out.step, max_steps=recipe.train.max_steps, tokens=out.tokens,
+        seconds=time.monotonic() - t0, checkpoint=out.checkpoint, stages=data.stages, resumed_from=state.path,
+        resumed_seconds=state.elapsed_s, last=out.last, last_val=out.last_val, interrupted=out.interrupted,
+        train_seconds=out.train_seconds, stage_seconds=stage_seconds + out.stage_seconds,
+        phases=phases if recipe.train.phases else [], init=weights.report)
     if d.main:
         rows = pretrain_summary_rows(result, recipe)
-        if recipe.model.init_from is not None:
-            rows[1:1] = continued.summary_rows(result.init, run_dir, result.last_val, init_notes,
-                                               result.stages[0].summary)
+        rows[1:1] = weights.summary_rows(result.last_val, result.stages[0].summary)
         console.summary(f"pretrain {recipe.name}: {'interrupted' if result.interrupted else 'done'}", rows)
     return result
 
 
-def _open_phase(ph, tok, d: distributed.Dist, result: PretrainResult):
-    """A later phase's data for the trainer: its stage (built when missing, as at the start of a
-    run) loaded as the loop reads it."""
-    _, data_result = _stages(ph.recipe, d)
-    data_result = stage_name(data_result, ph)
-    result.stages.append(data_result)
-    console.log(f"{data_result.name}: {'reused' if data_result.reused else 'built'} {data_result.path}")
-    data = load_data(data_result.path)
-    return PhaseData(PretrainDataset(data["train"]), PretrainDataset(data["validation"]), len(data["train"]),
-                     len(data["validation"]), PretrainCollator(tok, ph.recipe.data, ph.recipe.seed),
-                     provenance.content_sha256(data_result.path, ["*.arrow"]))
+def _already_complete(recipe: Recipe, state: ResumeState) -> TrainResult:
+    """A resume of a run that already reached max_steps (or spent max_time): nothing trains;
+    the figures are the checkpoint's and metrics.jsonl's up to its step."""
+    ck = state.checkpoint
+    assert ck is not None  # ResumeState.complete is False without a checkpoint
+    budget = budget_seconds(recipe.train)
+    console.log(f"the run is already complete at step {ck.step:,} (train.max_steps {recipe.train.max_steps:,}"
+                f"{f', train.max_time {recipe.train.max_time}' if budget is not None else ''})")
+    final = recipe.out / "final"
+    records = read_metrics(recipe.out / "metrics.jsonl", up_to_step=ck.step)
+    return TrainResult(step=ck.step, tokens=state.tokens, seconds=0.0,
+                       last=records[-1] if records else {},
+                       last_val=next((r for r in reversed(records) if "val_loss" in r), {}),
+                       checkpoint=final if (final / "config.json").is_file() else ck.path,
+                       train_seconds=state.elapsed_s)
+
+
+def _train(recipe: Recipe, state: ResumeState, model: torch.nn.Module, data: RunData, phases: list[Phase],
+           weights: WeightsStart) -> TrainResult:
+    """Train from the state's step to the end (or a signal); under torchrun in every process."""
+    d = data.d
+    inputs = TrainInputs(
+        recipe=recipe, model=model, train_dataset=data.start.train_dataset, val_dataset=data.start.val_dataset,
+        n_train=data.start.n_train, n_val=data.start.n_val, collate=data.start.collate,
+        hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=data.tok.path),
+        run_dir=recipe.out, dist=d, resume=state.checkpoint, phases=phases, inputs_sha256=data.hashes,
+        open_phase=data.open_phase)
+    trainer = Trainer(inputs)
+    inputs.first_record = weights.first_record(trainer, d.main)
+    console.log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {d.device}"
+                f"{f' x {d.world_size} processes' if d.enabled else ''}; batch {trainer.batch_size} = "
+                f"{trainer.accum} x {trainer.micro} x {d.world_size}; {recipe.train.precision}")
+    return trainer.fit()
 
 
 def pretrain_summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, object]]:

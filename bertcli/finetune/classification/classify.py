@@ -26,7 +26,7 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError, closest
 from bertcli.finetune import runner
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits, overlay
@@ -116,7 +116,7 @@ def _spell(value) -> str:
     return str(value).strip()
 
 
-def to_split(table: Table, name: str, cfg: ClassifyConfig, labels, labelled: bool, rows=None) -> Split:
+def to_split(table: Table, name: str, cfg: ClassifyConfig, labels, labelled: bool, rows=None) -> SequenceSplit:
     text, pair, ids, raw, where = rows if rows is not None else _read_rows(table, cfg, labelled)
     y = None
     if labelled:
@@ -130,11 +130,11 @@ def to_split(table: Table, name: str, cfg: ClassifyConfig, labels, labelled: boo
                     raise UserError(f"{name} label {_spell(v)!r} never occurs in the training file", where=w,
                                     fix=f"training labels: {', '.join(labels)}")
                 y[i] = index[_spell(v)]
-    return Split(name, table.source, text, pair, y, ids)
+    return SequenceSplit(name, table.source, text, pair, y, ids)
 
 
 def load_classify(cfg: FinetuneConfig, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
-                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[LabelSpec, TaskSplits[Split]]:
+                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[LabelSpec, TaskSplits[SequenceSplit]]:
     """Read and check all files before any model is loaded (lines bounded by corpus.max_line_bytes):
     the labels (from the training file) and the splits."""
     block = cfg.classify
@@ -167,7 +167,7 @@ class ClassifyTask(SequenceTask):
         self.cfg, self.files = cfg, (train, dev, test)
         self.encoding, self.max_line_bytes = encoding, max_line_bytes
 
-    def read(self) -> TaskSplits[Split]:
+    def read(self) -> TaskSplits[SequenceSplit]:
         self.spec, splits = load_classify(self.cfg, *self.files, self.encoding, self.max_line_bytes)
         what = "regression" if self.spec.is_regression else f"{self.spec.num_labels} classes"
         console.log(f"classify: {what}" + (f" ({', '.join(self.spec.labels)})" if self.spec.labels else ""))
@@ -181,4 +181,4 @@ def run_classify(recipe: Recipe, checkpoint: Path, train: Path, dev: Path, test:
         cfg = dataclasses.replace(recipe.finetune, classify=dataclasses.replace(recipe.finetune.classify, **columns))
         recipe = dataclasses.replace(recipe, finetune=cfg)       # the saved recipe.yaml shows them
     task = ClassifyTask(recipe.finetune, train, dev, test, encoding, recipe.corpus.max_line_bytes)
-    return runner.finetune(task, recipe, checkpoint, out)
+    return runner.finetune_task(task, recipe, checkpoint, out)

@@ -32,16 +32,16 @@ def glue_options(
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
 
 
-def run_glue(recipe: Recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
+def glue_from_flags(recipe: Recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
              hub: str | None = None, from_mnli: bool = False) -> dict:
     from bertcli.finetune.classification.glue_run import run_glue as run
 
-    assert not from_mnli, "--from-mnli is a sweep (sweep_options): sweep_glue runs it"
+    assert not from_mnli, "--from-mnli is a sweep (sweep_options): sweep_glue_from_flags runs it"
     return run(recipe, checkpoint=checkpoint, task=tasks, data_dir=data_dir, hub=hub, out=out)
 
 
-def sweep_glue(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, force: bool, tasks: str, data_dir: Path | None = None,
-               hub: str | None = None, from_mnli: bool = False) -> dict:
+def sweep_glue_from_flags(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
+                          data_dir: Path | None = None, hub: str | None = None, from_mnli: bool = False) -> dict:
     from bertcli.finetune.classification.glue_sweep import sweep_glue as run
 
     return run(plan, recipe, checkpoint, out, force, tasks, data_dir=data_dir, hub=hub, from_mnli=from_mnli)
@@ -63,7 +63,7 @@ def classify_options(
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
 
 
-def run_classify(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path, test: Path | None = None,
+def classify_from_flags(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path, test: Path | None = None,
                  text_column: str | None = None, text_pair_column: str | None = None, label_column: str | None = None,
                  regression: bool | None = None, encoding: str | None = None) -> dict:
     from bertcli.finetune.classification.classify import run_classify as run
@@ -76,7 +76,7 @@ def run_classify(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: 
 
 
 COMMANDS = [
-    TaskCommand("glue", glue_options, run_glue, recipe="glue", inputs=("data_dir",), data_name="GLUE",
-                sweep=sweep_glue, sweep_options=("from_mnli",)),
-    TaskCommand("classify", classify_options, run_classify, recipe="classify", inputs=("train", "dev", "test")),
+    TaskCommand("glue", glue_options, glue_from_flags, recipe="glue", inputs=("data_dir",), data_name="GLUE",
+                sweep=sweep_glue_from_flags, sweep_options=("from_mnli",)),
+    TaskCommand("classify", classify_options, classify_from_flags, recipe="classify", inputs=("train", "dev", "test")),
 ]

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from bertcli.core import console
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.task import Features
 from bertcli.tasks.featurizer import truncating
 
 CHUNK = 8192  # examples per encode_batch call (bounds memory, feeds the progress bar)
 
 
-def encode_split(tokenizer, split: Split, max_len: int, zero_types: bool = False,
+def encode_split(tokenizer, split: SequenceSplit, max_len: int, zero_types: bool = False,
                  desc: str | None = None) -> Features:
     """Encode one split with SequenceFeaturizer's tokenizer. `tokenizer` is a
     `tokenizers.Tokenizer` (copied, never modified); `zero_types` for models with a single token

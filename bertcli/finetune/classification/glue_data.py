@@ -8,7 +8,7 @@ itself when it is one task's folder):
     save_to_disk  a `datasets.DatasetDict` written by `save_to_disk` (dataset_dict.json).
     parquet       the hub's parquet files: `<split>-00000-of-00001.parquet` (nyu-mll/glue layout).
     hub           `datasets.load_dataset(NAME, task)` (`--hub`; needs the network or the cache).
-Every layout ends as a `TaskData` of `Split`s: texts, label ids (float scores for STS-B) and
+Every layout ends as a `TaskData` of `SequenceSplit`s: texts, label ids (float scores for STS-B) and
 the ids the submission files are keyed by.
 """
 
@@ -28,7 +28,7 @@ from bertcli.io.text import NO_ENCODING_FLAG
 
 
 @dataclass
-class Split:
+class SequenceSplit:
     name: str                      # train, dev, matched, mismatched, test, ax
     source: str                    # file or dataset split, for messages and results.json
     text_a: list[str]
@@ -39,9 +39,9 @@ class Split:
     def __len__(self) -> int:
         return len(self.text_a)
 
-    def head(self, n: int) -> Split:
+    def head(self, n: int) -> SequenceSplit:
         """The first `n` examples (finetune.max_train_examples)."""
-        return Split(self.name, self.source, self.text_a[:n], self.text_b[:n] if self.text_b is not None else None,
+        return SequenceSplit(self.name, self.source, self.text_a[:n], self.text_b[:n] if self.text_b is not None else None,
                      self.labels[:n] if self.labels is not None else None, self.ids[:n])
 
 
@@ -50,9 +50,9 @@ class TaskData:
     task: TaskSpec
     layout: str
     source: str
-    train: Split
-    dev: list[Split]
-    test: list[Split] = field(default_factory=list)   # absent test files: no submission
+    train: SequenceSplit
+    dev: list[SequenceSplit]
+    test: list[SequenceSplit] = field(default_factory=list)   # absent test files: no submission
     skipped: dict[str, int] = field(default_factory=dict)  # malformed TSV rows left out, by file
 
 
@@ -144,7 +144,7 @@ def _tsv_names(task: TaskSpec) -> list[str]:
     return ["train.tsv"] + [s.tsv for s in task.dev] + [s.tsv for s in task.test]
 
 
-def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: dict | None = None) -> Split:
+def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: dict | None = None) -> SequenceSplit:
     """One GLUE TSV file (bertcli.io's TSV rule: tabs only, no quote processing). `kind` is train,
     dev or test (test files carry ids instead of labels). With a `skipped` dict, rows with the
     wrong number of fields are counted there, not fatal."""
@@ -191,7 +191,7 @@ def read_tsv_split(path: Path, task: TaskSpec, name: str, kind: str, skipped: di
         ids.append(rec[id_col].strip() if id_col is not None else str(len(ids)))
     if not text_a:
         raise UserError(f"{path.name} has no examples", where=str(path))
-    return Split(name, str(path), text_a, text_b, _label_array(task, labels) if label_col is not None else None, ids)
+    return SequenceSplit(name, str(path), text_a, text_b, _label_array(task, labels) if label_col is not None else None, ids)
 
 
 def _label_parser(task: TaskSpec, path: Path) -> Callable[[str, str], float | int]:
@@ -269,7 +269,7 @@ def _gold(cols: Table) -> bool:
     return bool(raw) and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v != -1 for v in raw)
 
 
-def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bool = False) -> Split:
+def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bool = False) -> SequenceSplit:
     a, b = ("premise", "hypothesis") if ax else (task.hub_a, task.hub_b)
     wanted = [a] + ([b] if b else []) + (["label"] if labeled else [])
     names = cols.names()
@@ -301,4 +301,4 @@ def _columns_split(cols: Table, task: TaskSpec, name: str, labeled: bool, ax: bo
                                 fix="labels must be the `datasets` GLUE class ids (-1 only in test splits)")
     if not text_a:
         raise UserError(f"{task.name} split {name} has no examples", where=cols.source)
-    return Split(name, cols.source, text_a, text_b, labels, ids)
+    return SequenceSplit(name, cols.source, text_a, text_b, labels, ids)

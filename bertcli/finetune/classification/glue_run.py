@@ -23,7 +23,7 @@ from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification import metrics
 from bertcli.finetune.classification.glue import GLUE_ORDER, TASKS, TaskSpec, get_task, resolve_hyper, task_overrides
-from bertcli.finetune.classification.glue_data import Split, TaskData, detect_layout, find_tasks, load_task
+from bertcli.finetune.classification.glue_data import SequenceSplit, TaskData, detect_layout, find_tasks, load_task
 from bertcli.finetune.classification.submission import prediction_strings, write_json, write_predictions
 from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits
@@ -43,7 +43,7 @@ class GlueTask(SequenceTask):
         self.glue, self.submission = spec, Path(submission)
         self.source, self.bad_rows, self.given = (data_dir, hub), cfg.bad_rows, data
 
-    def read(self) -> TaskSplits[Split]:
+    def read(self) -> TaskSplits[SequenceSplit]:
         data_dir, hub = self.source
         data = self.given
         if data is None:
@@ -59,7 +59,7 @@ class GlueTask(SequenceTask):
     def describe(self) -> str:
         return self.glue.glue_name
 
-    def write_predictions(self, split: Split, predictions, directory: Path, kind: str) -> list[Path]:
+    def write_predictions(self, split: SequenceSplit, predictions, directory: Path, kind: str) -> list[Path]:
         if kind == "dev":
             return super().write_predictions(split, predictions, directory, kind)
         file = next((s.submission for s in self.glue.test if s.name == split.name), "AX.tsv")
@@ -86,9 +86,9 @@ def run_glue(recipe: Recipe, checkpoint: Path, task: str, data_dir: Path | None 
         raise UserError("give exactly one of --data-dir (local GLUE files) and --hub (a `datasets` name)",
                         fix="e.g. --data-dir glue_data, or --hub nyu-mll/glue")
     checkpoint = Path(checkpoint)
-    runner.check_checkpoint(checkpoint)
+    runner.check_checkpoint_files(checkpoint)
     specs = select_tasks(task, data_dir, hub)
-    out = runner.check_output(Path(out) if out is not None else runner.default_out(checkpoint, "glue"))
+    out = runner.check_out_dir(Path(out) if out is not None else runner.default_out(checkpoint, "glue"))
 
     # Read every task before training any, so a broken file is found in seconds, not hours.
     tasks = [GlueTask(spec, cfg, out / "submission", data_dir, hub) for spec in specs]
@@ -111,7 +111,7 @@ def run_glue_task(recipe: Recipe, checkpoint: Path, data: TaskData, out: Path, i
     """Fine-tune one GLUE task read already (`data`) into `out/<task>/`, submission files into
     `out/submission/`; returns results.json's content."""
     task = GlueTask(data.task, recipe.finetune, Path(out) / "submission", data=data)
-    return runner.finetune(task, recipe, checkpoint, Path(out) / data.task.name, init=init, show=False)
+    return runner.finetune_task(task, recipe, checkpoint, Path(out) / data.task.name, init=init, show=False)
 
 
 def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[TaskSpec]:

@@ -65,7 +65,7 @@ def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, f
     """The GLUE protocol into `out`; results.json's content ({"sweep": ... with "glue"})."""
     cfg = recipe.finetune
     task_overrides(cfg)
-    runner.check_checkpoint(checkpoint)
+    runner.check_checkpoint_files(checkpoint)
     specs = task_order(select_tasks(tasks, data_dir, hub), from_mnli)
     # every task read before any trains: a broken file is found in seconds, not hours
     data = {s.name: load_task(s, data_dir, hub, bad_rows=cfg.bad_rows) for s in specs}
@@ -90,7 +90,7 @@ def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, f
         def one_run(r: Recipe, folder: Path, spec: TaskSpec = spec, start: Path = start) -> dict:
             rel = folder.relative_to(out / spec.name).as_posix()
             task = GlueTask(spec, r.finetune, out / "submissions" / spec.name / rel, data=data[spec.name])
-            return runner.finetune(task, r, start, folder, show=False)
+            return runner.finetune_task(task, r, start, folder, show=False)
 
         records = sweeps.sweep_runs(plan, recipe, out / spec.name, one_run, spec.glue_name, clock, top=out,
                                     also=(out / "submissions",))

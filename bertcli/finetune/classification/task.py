@@ -16,7 +16,7 @@ import numpy as np
 
 from bertcli.finetune.classification import metrics
 from bertcli.finetune.classification.encode import encode_split
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from bertcli.tokenization.load import TokenizerInfo
 
 
-class SequenceTask(Task[Split, np.ndarray]):
+class SequenceTask(Task[SequenceSplit, np.ndarray]):
     """Classification of a text (pair) into `spec.labels` (None: regression). Subclasses read
     their splits (`read`); `spec` is known once they have."""
 
@@ -36,13 +36,13 @@ class SequenceTask(Task[Split, np.ndarray]):
     spec: LabelSpec
 
     def __init__(self, name: str, hyper: Hyper, spec: LabelSpec | None = None,
-                 splits: TaskSplits[Split] | None = None):
+                 splits: TaskSplits[SequenceSplit] | None = None):
         self.name, self.hyper = name, hyper
         if spec is not None:
             self.spec = spec
         self._splits = splits
 
-    def read(self) -> TaskSplits[Split]:
+    def read(self) -> TaskSplits[SequenceSplit]:
         """Splits given when the task was made (a probe, a test); readers override this."""
         if self._splits is None:
             raise NotImplementedError
@@ -56,7 +56,7 @@ class SequenceTask(Task[Split, np.ndarray]):
     def model_kwargs(self) -> dict:
         return {"num_labels": self.spec.num_labels, "labels": self.spec.names}
 
-    def featurize(self, split: Split, tok: TokenizerInfo, zero_types: bool) -> Features:
+    def featurize(self, split: SequenceSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":
@@ -74,7 +74,7 @@ class SequenceTask(Task[Split, np.ndarray]):
     def collect(self, logits: torch.Tensor, batch: dict):
         return logits.float().cpu().numpy()                              # [B, C]
 
-    def decode(self, split: Split, features: Features, collected: list) -> np.ndarray:
+    def decode(self, split: SequenceSplit, features: Features, collected: list) -> np.ndarray:
         """Class ids [n] (or scores [n] for regression) in the split's order: predict's own
         decision (features.label_of) on the logits."""
         out = np.zeros(len(split), dtype=np.float32 if self.spec.is_regression else np.int64)
@@ -82,14 +82,14 @@ class SequenceTask(Task[Split, np.ndarray]):
             out[features.example] = label_of(np.stack(collected))
         return out
 
-    def evaluate(self, split: Split, predictions: np.ndarray) -> dict[str, float]:
+    def evaluate(self, split: SequenceSplit, predictions: np.ndarray) -> dict[str, float]:
         assert split.labels is not None, "dev splits are always labelled (the readers require the label)"
         return metrics.compute(self.spec, predictions, split.labels)
 
     def score(self, dev_metrics: dict) -> float:
         return metrics.task_score(self.spec, dev_metrics)
 
-    def baseline(self, split: Split) -> np.ndarray | None:
+    def baseline(self, split: SequenceSplit) -> np.ndarray | None:
         """The split's own most frequent class for every example, the best any constant answer
         scores (None for regression)."""
         gold = split.labels if split.labels is not None else self.data.train.labels
@@ -100,7 +100,7 @@ class SequenceTask(Task[Split, np.ndarray]):
     def format(self, dev_metrics: dict) -> str:
         return f"{metrics.metric_header(self.spec, list(dev_metrics))} {metrics.format_metrics(self.spec, dev_metrics)}"
 
-    def write_predictions(self, split: Split, predictions, directory: Path, kind: str) -> list[Path]:
+    def write_predictions(self, split: SequenceSplit, predictions, directory: Path, kind: str) -> list[Path]:
         """`index<TAB>prediction` files, labels spelled as in the data: dev_predictions/<split>.tsv,
         test_predictions/<split>.tsv."""
         values = prediction_strings(self.spec, predictions)

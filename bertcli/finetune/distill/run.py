@@ -46,7 +46,7 @@ def run_distill(recipe: Recipe, checkpoint: Path, task: Task, out: Path, layers:
                                                                             "layers) or --student DIR_OR_RECIPE")
     if layers is not None and layers < 1:
         raise UserError(f"--layers {layers} is not a positive number of layers", where="--layers", fix="e.g. --layers 4")
-    runner.check_checkpoint(checkpoint)
+    runner.check_checkpoint_files(checkpoint)
     check_teacher_head(checkpoint, task.head)
     out = runner.prepare(task, recipe, checkpoint, out)
     if unlabelled is not None:

@@ -28,7 +28,7 @@ import numpy as np
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune.classification.classify import _read_rows, read_table
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.tagging.data import TagSplit
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding, read_lines
@@ -49,7 +49,7 @@ def add_unlabelled(task: Task, path: Path, recipe: Recipe) -> int:
     opts = LineOptions(max_line_bytes=recipe.corpus.max_line_bytes,
                        encoding=check_encoding(getattr(task, "encoding", None)))
     train = task.data.train
-    merged: Split | TagSplit | SquadSplit
+    merged: SequenceSplit | TagSplit | SquadSplit
     try:
         if task.head == "classification":
             merged, n = _classify(task, train, path, opts, recipe)
@@ -70,13 +70,13 @@ def add_unlabelled(task: Task, path: Path, recipe: Recipe) -> int:
     return n
 
 
-def _classify(task, train: Split, path: Path, opts: LineOptions, recipe: Recipe) -> tuple[Split, int]:
+def _classify(task, train: SequenceSplit, path: Path, opts: LineOptions, recipe: Recipe) -> tuple[SequenceSplit, int]:
     if task.spec.is_regression:
         raise UserError("--unlabelled is for classification, not regression", where="--unlabelled",
                         fix="leave --unlabelled out")
     text, pair, ids, _, _ = _read_rows(read_table(path, "train", opts), recipe.finetune.classify, labelled=False)
     assert train.labels is not None, "a training split is labelled"
-    merged = Split(train.name, train.source, train.text_a + text,
+    merged = SequenceSplit(train.name, train.source, train.text_a + text,
                    None if train.text_b is None else train.text_b + (pair or []),
                    np.concatenate([train.labels, np.full(len(text), -100, dtype=train.labels.dtype)]),
                    train.ids + [f"unlabelled-{i}" for i in ids])

@@ -61,8 +61,8 @@ def int_list(text: str | list[int] | None, flag: str) -> list[int] | None:
     return values
 
 
-def run_embed(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None = None, unsupervised: bool | None = None,
-              anchor_column: str | None = None, positive_column: str | None = None,
+def embed_from_flags(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None = None,
+                     unsupervised: bool | None = None, anchor_column: str | None = None, positive_column: str | None = None,
               negative_column: list[str] | None = None, text_column: str | None = None,
               text_pair_column: str | None = None, score_column: str | None = None,
               dims: str | list[int] | None = None, pooling: str | None = None, normalize: bool | None = None,
@@ -86,5 +86,5 @@ def check_sweep(sweep: SweepArgs, options: Mapping[str, Any]) -> None:
                         fix="give --dev (a BEIR directory or scored pairs), or one --lr")
 
 
-COMMANDS = [TaskCommand("embed", embed_options, run_embed, recipe="embed", inputs=("train", "dev"),
+COMMANDS = [TaskCommand("embed", embed_options, embed_from_flags, recipe="embed", inputs=("train", "dev"),
                         sweep_check=check_sweep)]

@@ -25,7 +25,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification.encode import encode_split
-from bertcli.finetune.classification.glue_data import Split
+from bertcli.finetune.classification.glue_data import SequenceSplit
 from bertcli.finetune.embed.data import EmbedSplit, kind_of, negative_columns, read_train
 from bertcli.finetune.embed.dev import DevSet, read_dev
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
@@ -94,7 +94,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         text to embed."""
         self.pad_id = tok.pad_id
         texts = split.texts
-        feats = encode_split(tok.tokenizer, Split(split.name, split.source, texts, None, None, []),
+        feats = encode_split(tok.tokenizer, SequenceSplit(split.name, split.source, texts, None, None, []),
                              self.hyper.max_seq_length, zero_types, desc=f"tokenizing embed {split.name}")
         if not isinstance(split, EmbedSplit) or split.name != "train":
             return feats
@@ -180,4 +180,4 @@ def run_embed(recipe: Recipe, checkpoint: Path, train: Path, dev: Path | None = 
         cfg = dataclasses.replace(recipe.finetune, embed=dataclasses.replace(recipe.finetune.embed, **options))
         recipe = dataclasses.replace(recipe, finetune=cfg)       # the saved recipe.yaml shows them
     task = EmbedTask(recipe.finetune, train, dev, checkpoint, encoding, recipe.corpus.max_line_bytes)
-    return runner.finetune(task, recipe, checkpoint, out)
+    return runner.finetune_task(task, recipe, checkpoint, out)

@@ -29,7 +29,7 @@ def squad_options(
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
 
 
-def run_squad(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, version: int = 1,
+def squad_from_flags(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, version: int = 1,
               hub: str | None = None) -> dict:
     from bertcli.finetune.qa.task import run_squad as run
 
@@ -41,5 +41,5 @@ def _kind(options: Mapping[str, Any]) -> str:
     return "squad" if options.get("version", 1) == 1 else "squad_v2"
 
 
-COMMANDS = [TaskCommand("squad", squad_options, run_squad, recipe="squad", inputs=("data_dir",), data_name="SQuAD",
+COMMANDS = [TaskCommand("squad", squad_options, squad_from_flags, recipe="squad", inputs=("data_dir",), data_name="SQuAD",
                         out_kind=_kind)]

@@ -193,7 +193,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 def run_squad(recipe: Recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
               version: int = 1, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
-    return runner.finetune(SquadTask(recipe.finetune, version, data_dir, hub), recipe, checkpoint, out)
+    return runner.finetune_task(SquadTask(recipe.finetune, version, data_dir, hub), recipe, checkpoint, out)
 
 
 __all__ = ["SquadTask", "run_squad"]

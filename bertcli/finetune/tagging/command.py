@@ -23,10 +23,10 @@ def ner_options(
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
 
 
-def run_ner(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path, encoding: str | None = None) -> dict:
+def ner_from_flags(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path, encoding: str | None = None) -> dict:
     from bertcli.finetune.tagging.task import run_ner as run
 
     return run(recipe, checkpoint=checkpoint, data_dir=Path(data_dir), out=out, encoding=encoding)
 
 
-COMMANDS = [TaskCommand("ner", ner_options, run_ner, recipe="ner", inputs=("data_dir",))]
+COMMANDS = [TaskCommand("ner", ner_options, ner_from_flags, recipe="ner", inputs=("data_dir",))]

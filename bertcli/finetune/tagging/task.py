@@ -201,4 +201,4 @@ class NerTask(Task[TagSplit, list[list[str]]]):
 
 def run_ner(recipe: Recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
-    return runner.finetune(NerTask(recipe.finetune, data_dir, encoding), recipe, checkpoint, out)
+    return runner.finetune_task(NerTask(recipe.finetune, data_dir, encoding), recipe, checkpoint, out)
