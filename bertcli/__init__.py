@@ -12,6 +12,7 @@ From Python (the functions the commands call; see bertcli/api.py for their signa
 
 import importlib
 import types
+from typing import Any
 
 from bertcli.core.version import __version__
 
@@ -37,7 +38,7 @@ class _CallablePackage(types.ModuleType):
     are made callable instead: `bertcli.finetune(...)` is `bertcli.api.finetune(...)` and
     `bertcli.finetune.engine` still resolves."""
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:   # api.finetune's or api.export's own
         from bertcli import api
 
         return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)

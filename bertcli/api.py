@@ -22,7 +22,7 @@ import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from bertcli.config.options import SweepArgs
 from bertcli.config.recipe import check_purpose, load_recipe
@@ -48,6 +48,8 @@ from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
 
 if TYPE_CHECKING:  # real types for readers and checkers; importing them would pull in torch
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; typing_extensions comes with torch
+
     from bertcli.config.recipe import Recipe
     from bertcli.config.stages import StageResult
     from bertcli.export.run import ExportResult
@@ -56,6 +58,37 @@ if TYPE_CHECKING:  # real types for readers and checkers; importing them would p
 PathLike = str | os.PathLike[str]
 Overrides = Sequence[str] | Mapping[str, Any] | None
 Command = Literal["pretrain", "tokenize", "build-data", "finetune"]
+
+
+class TaskOptions(TypedDict, total=False):
+    """The shipped fine-tuning tasks' own options, `finetune(task, ..., **options)`: their
+    commands' flags by parameter name (bertcli/finetune/*/command.py, each task's `options`;
+    tests/test_finetune_commands.py keeps the two in step). Each task takes its own and refuses
+    the others' (a TypeError from its `run`)."""
+
+    tasks: str                          # glue
+    from_mnli: bool                     # glue
+    data_dir: Path | None               # glue, squad, ner
+    hub: str | None                     # glue, squad
+    version: int                        # squad
+    train: Path                         # classify, embed
+    dev: Path | None                    # classify, embed
+    test: Path | None                   # classify
+    text_column: str | None             # classify, embed
+    text_pair_column: str | None        # classify, embed
+    label_column: str | None            # classify
+    regression: bool | None             # classify
+    encoding: str | None                # classify, ner, embed
+    unsupervised: bool | None           # embed, and the rest
+    anchor_column: str | None
+    positive_column: str | None
+    negative_column: list[str] | None
+    score_column: str | None
+    dims: str | list[int] | None
+    pooling: str | None
+    normalize: bool | None
+    symmetric: bool | None
+    mini_batch_size: int | None
 
 __all__ = [
     "build_data",
@@ -123,7 +156,7 @@ def build_data(recipe: PathLike | None = "bert-tiny", overrides: Overrides = Non
         return build_phase_data(r, force=force, all_phases=all_phases)
 
 
-def _stage_lock(recipe: Recipe):
+def _stage_lock(recipe: Recipe) -> contextlib.AbstractContextManager:
     """The run directory's lock for a stage command writing its stages into output_dir (a second
     writer fails at once, naming it). With a separate cache_dir the stages go there only, under
     their stage locks, where a second build of the same stage waits and reuses the first's."""
@@ -145,7 +178,8 @@ def pretrain(recipe: PathLike | None = "bert-tiny", overrides: Overrides = None,
 
 # ------------------------------------------------------------------------------ fine-tuning
 def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, overrides: Overrides = None,
-             out: PathLike | None = None, force: bool = False, sweep: SweepArgs | None = None, **options: Any) -> dict:
+             out: PathLike | None = None, force: bool = False, sweep: SweepArgs | None = None,
+             **options: Unpack[TaskOptions]) -> dict:
     """`bertcli finetune TASK`: `finetune("glue", ckpt, tasks="rte", data_dir="glue_data")`,
     `finetune("classify", ckpt, train=..., dev=...)`, `finetune("ner", ckpt, data_dir=...)`,
     `finetune("squad", ckpt, data_dir=..., version=2)`: the task's own options are its command's
@@ -161,7 +195,8 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
         overrides = [*overrides, f"finetune.learning_rate={sweep.rates[0]!r}"]   # a task block's rate gives way
     r = load(cmd.recipe if recipe is None else recipe, overrides, "finetune")
     checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/ (or says what to resume)
-    _inputs_given(cmd.data_name, hub=options.get("hub"), **{k: options.get(k) for k in cmd.inputs})
+    by_name: Mapping[str, Any] = options        # what the command declares, by name (cmd.inputs)
+    _inputs_given(cmd.data_name, hub=options.get("hub"), **{k: by_name.get(k) for k in cmd.inputs})
     dest = Path(out) if out is not None else default_out(Path(checkpoint), cmd.default_kind(options))
     if any(options.get(k) for k in cmd.sweep_options) and sweep is None:
         sweep = SweepArgs()                         # e.g. GLUE's --from-mnli: a sweep of one seed
@@ -245,7 +280,7 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
     checkpoint = resolve_checkpoint(checkpoint)   # a run directory -> its final/
     dest = Path(out) if out is not None else default_out(Path(checkpoint), "distill")
 
-    def one_run(recipe_, folder: Path) -> dict:
+    def one_run(recipe_: Recipe, folder: Path) -> dict:
         t, recipe_ = make_task(task, recipe_, _path(train), _path(dev), _path(test), _path(data_dir), hub, version,
                                encoding, **columns)
         return run_distill(recipe_, Path(checkpoint), t, folder, layers=layers, student=student,

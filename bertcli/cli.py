@@ -12,7 +12,7 @@ import os
 import sys
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import typer
 
@@ -512,7 +512,7 @@ plain_help(app, finetune_app)
 
 
 @functools.cache
-def _click_command():
+def _click_command() -> Any:   # click's Command, or (typer 0.29) that of typer's vendored copy
     """The click command typer builds from `app` (what `app()` builds on every call): built once
     per process, so that calling `main` again in one process (the tests of values) is cheap."""
     return typer.main.get_command(app)

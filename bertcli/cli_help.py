@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -21,13 +23,15 @@ class _Command(typer.core.TyperCommand):
     """A command whose --help lists no Python type: none for --help itself (it takes no value),
     none beside an argument (its name and help say what it is)."""
 
-    def get_help_option(self, ctx):
+    # ctx, formatter, the option: click's classes, or (typer 0.29) typer's vendored copy of them
+    # (typer._click), whichever the installed typer subclasses; naming either breaks the other
+    def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)
         if option is not None:
             option.metavar = ""
         return option
 
-    def format_help(self, ctx, formatter) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         for p in self.params:
             if isinstance(p, typer.core.TyperArgument):
                 p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
@@ -54,15 +58,15 @@ def _value_kind(hint) -> object:
     return hint
 
 
-def _stopping(callback):
+def _stopping(callback: Callable[..., Any]) -> Callable[..., Any]:
     """`callback` behind the `validated` test stop (bertcli.core.testhooks): typer has parsed
     and checked every flag when it calls it. Its signature is the callback's own (functools.wraps)."""
     @functools.wraps(callback)
-    def command(*args, **kwargs):
+    def command(*args: Any, **kwargs: Any) -> Any:   # typer passes the command's own flags through
         stop_point("validated")
         return callback(*args, **kwargs)
 
-    command._bertcli_stop = True
+    command._bertcli_stop = True  # type: ignore[attr-defined]  # a marker; typeshed's functions declare none
     return command
 
 

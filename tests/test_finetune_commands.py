@@ -170,3 +170,18 @@ def test_every_subpackage_that_is_not_a_task_exists():
 
     packages = {i.name for i in pkgutil.iter_modules(bertcli.finetune.__path__) if i.ispkg}
     assert task_commands.NOT_TASKS <= packages
+
+
+def test_the_apis_task_options_are_the_shipped_commands_flags():
+    """api.TaskOptions (the type of `finetune(task, ..., **options)`) names exactly the shipped
+    tasks' own options, and each task's `run` takes exactly its command's options after the
+    recipe, the checkpoint and the output directory (what RunTask cannot say to mypy)."""
+    import inspect
+    import typing
+
+    declared: set[str] = set()
+    for cmd in task_commands.discover().values():
+        own = list(inspect.signature(cmd.options).parameters)
+        assert list(inspect.signature(cmd.run).parameters)[3:] == own, cmd.name
+        declared.update(own)
+    assert set(typing.get_type_hints(api.TaskOptions)) == declared

@@ -20,6 +20,7 @@ from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, 
 from finetune_fixtures import tiny_checkpoint
 
 from bertcli.config.options import parse_rates, parse_seeds
+from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.finetune import sweep_summary as ss
 
@@ -153,6 +154,21 @@ def test_seeds_and_rates_parse_or_say_why():
     for bad in ("5e-5,x", "0,1e-5", "1e-5,1e-5", "nan", "inf", "1e308", "3e-5,11"):
         with pytest.raises(UserError, match="--lr"):
             parse_rates(bad)
+
+
+def test_a_runs_thread_count_survives_the_tasks_recipe_changes(tmp_path):
+    """run_recipe's thread count reaches the engine through a task's dataclasses.replace of the
+    recipe (classify's column flags, embed's options, distill's columns): it was an attribute set
+    on the instance, which replace dropped. It stays out of recipe.yaml (a single run's)."""
+    from bertcli.finetune.distill.run import make_task
+    from bertcli.finetune.sweep import run_recipe
+
+    run = run_recipe(load_recipe("classify"), 3e-5, 7, threads=3)
+    train = _write(tmp_path / "train.csv", _rows(random.Random(0), 8))
+    _, replaced = make_task("classify", run, train=train, dev=train, text_column="text")
+    assert replaced is not run and replaced.finetune.classify.text_column == "text"
+    assert (replaced.sweep_threads, replaced.seed, replaced.finetune.learning_rate) == (3, 7, 3e-5)
+    assert "sweep_threads" not in replaced.to_yaml() and load_recipe("classify").sweep_threads is None
 
 
 def test_flag_mistakes_exit_2_with_one_message(task, tmp_path):

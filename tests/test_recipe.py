@@ -213,7 +213,9 @@ def test_explain_lists_every_field_with_its_help():
 def test_resolved_recipe_is_plain_yaml():
     text = load_recipe("albert-base").to_yaml()
     data = yaml.safe_load(text)
-    assert set(data) == {f.name for f in dataclasses.fields(Recipe)} - {"source", "flags"}   # not recipe keys
+    internal = {f.name for f in dataclasses.fields(Recipe) if f.metadata.get("internal")}   # source, flags, ...
+    assert {"source", "flags", "sweep_threads"} <= internal
+    assert set(data) == {f.name for f in dataclasses.fields(Recipe)} - internal             # not recipe keys
 
 
 def test_cli_reports_recipe_mistakes_with_exit_code_2(cli, tmp_path):

@@ -108,7 +108,7 @@ def _p(p: float) -> str:
 
 
 def _markdown(head: list[str], rows: list[list[str]]) -> list[str]:
-    def line(cells):
+    def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     return [line(head), "|" + "---|" * len(head), *(line(r) for r in rows)]

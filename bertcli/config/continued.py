@@ -9,10 +9,13 @@ checkpoint tokenizer's. The weights are loaded later, by bertcli.model.init_from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bertcli.config.checkpoint import read_config, tokenizer_source, weight_files
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 # ModelConfig keys that the checkpoint fixes (the shapes and the computation).
 SHAPE_KEYS = ("family", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -23,13 +26,13 @@ FREE_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_
              "classifier_pooling")
 
 
-def _given(recipe, section: str) -> frozenset:
+def _given(recipe: Recipe, section: str) -> frozenset:
     """Keys the recipe file or --set gave in `section` (all of them for a recipe built in Python)."""
     keys = getattr(recipe, "given_keys", None)
     return keys.get(section, frozenset()) if keys is not None else frozenset()
 
 
-def resolve_init_from(recipe) -> None:
+def resolve_init_from(recipe: Recipe) -> None:
     """Fill the model (and tokenizer) keys from `model.init_from`'s config.json; refuse
     `tokenizer.extend` without it. In place, before recipe.resolve fills family defaults."""
     m, t = recipe.model, recipe.tokenizer

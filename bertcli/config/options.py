@@ -10,6 +10,8 @@ NUM_FLAGS records them, so a test can find any numeric flag that escaped.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -44,7 +46,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
 
     shown = range_words(fld.metadata)
 
-    def check(value):
+    def check(value: float | None) -> float | None:
         try:
             check_value(value, fld, names[0], where=f"the command line: {names[0]} {value}")
         except UserError as e:
@@ -146,7 +148,7 @@ def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
     return values
 
 
-def finetune_flags(command):
+def finetune_flags(command: Callable[..., None]) -> Callable[..., None]:
     """Add FINETUNE_FLAGS and SWEEP_FLAGS to a fine-tuning command: each given hyperparameter
     flag becomes a `--set` item after the command's own (so a flag wins over --set and the
     recipe, and over a task block's value of the recipe file: config.recipe.general_keys_win);
@@ -164,11 +166,11 @@ def finetune_flags(command):
                    else num_option(None, flag, ge=0, le=MAX_SEED, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
     for name, opt in SWEEP_FLAGS:
-        tp = bool if name == "resume" else str | None
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp))
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt,
+                                        annotation=bool if name == "resume" else str | None))
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> None:   # the command's own flags and the shared ones
         given = {key: kwargs.pop(name) for name, _, key, *_ in FINETUNE_FLAGS}
         rates = parse_rates(given["finetune.learning_rate"])
         if given["finetune.learning_rate"] is not None:
@@ -184,7 +186,7 @@ def finetune_flags(command):
 
     sig = inspect.signature(command)
     own = [p for p in sig.parameters.values() if p.name != "sweep"]
-    wrapper.__signature__ = sig.replace(parameters=[*own, *params])
+    wrapper.__signature__ = sig.replace(parameters=[*own, *params])  # type: ignore[attr-defined]  # what typer reads
     wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "sweep"},
                                **{p.name: p.annotation for p in params}}
     return wrapper

@@ -19,12 +19,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import typing
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bertcli.config.schema import Ctx, build
 from bertcli.config.sections import DataConfig
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:  # the recipe module imports this one
+    from bertcli.config.recipe import Recipe
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -66,7 +69,7 @@ class Phase:
     name: str                  # "" for a run without train.phases
     start: int                 # steps taken before this phase
     end: int                   # the step count at its end
-    recipe: typing.Any         # bertcli.config.recipe.Recipe as this phase sees it (train.phases emptied)
+    recipe: Recipe             # as this phase sees it (train.phases emptied)
     own_schedule: bool
 
     @property
@@ -78,7 +81,7 @@ class Phase:
         return self.name or "the run"
 
 
-def plan(r) -> list[Phase]:
+def plan(r: Recipe) -> list[Phase]:
     """The phases of recipe `r`, in order (one unnamed phase when it declares none)."""
     tr = r.train
     if not tr.phases:
@@ -100,7 +103,7 @@ def phase_of(phases: list[Phase], update: int) -> Phase:
     return phases[-1]
 
 
-def phase_recipe(r, i: int, steps: int, own: bool):
+def phase_recipe(r: Recipe, i: int, steps: int, own: bool) -> Recipe:
     """Recipe `r` as phase i sees it: its data keys over r.data, its batch and schedule."""
     tr, pc = r.train, r.train.phases[i]
     data = build(DataConfig, {**dataclasses.asdict(r.data), **pc.data}, f"train.phases[{i}].data.",
@@ -114,7 +117,7 @@ def phase_recipe(r, i: int, steps: int, own: bool):
     return dataclasses.replace(r, data=data, train=train)
 
 
-def _lengths(r) -> list[int]:
+def _lengths(r: Recipe) -> list[int]:
     tr = r.train
     lengths, flexible = [], None
     for i, pc in enumerate(tr.phases):
@@ -123,7 +126,7 @@ def _lengths(r) -> list[int]:
                             "(one of them)", where=r.source, fix="e.g. {steps: 900000} or {fraction: 0.9}")
         if pc.steps is not None:
             lengths.append(pc.steps)
-        else:
+        elif pc.fraction is not None:     # always, by the check above
             lengths.append(int(round(pc.fraction * tr.max_steps)))
             flexible = i
     missing = tr.max_steps - sum(lengths)

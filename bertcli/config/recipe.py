@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -97,7 +97,7 @@ class Recipe:
         return f"{self.flags[key]} {value}" if key in self.flags else None
 
     def to_dict(self) -> dict:
-        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags, ...
+        internal = {f.name for f in dataclasses.fields(self) if f.metadata.get("internal")}   # source, flags, sweep_threads
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in internal}
 
     def to_yaml(self) -> str:
@@ -227,7 +227,7 @@ def parse_yaml(text: str, where: str) -> tuple[dict, dict[str, int]]:
         raise UserError("a recipe must be a mapping of sections (corpus:, tokenizer:, ...)", where=where)
     lines: dict[str, int] = {}
 
-    def walk(n, prefix):
+    def walk(n: yaml.Node | None, prefix: str) -> None:
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 path = f"{prefix}{k.value}"
@@ -312,7 +312,7 @@ def validate(r: Recipe) -> None:
     m, d, t, tr = r.model, r.data, r.tokenizer, r.train
     where = r.source
 
-    def fail(what, fix=None):
+    def fail(what: str, fix: str | None = None) -> NoReturn:
         raise UserError(what, where=where, fix=fix)
 
     check_values(r, "", where)
@@ -369,7 +369,7 @@ def validate(r: Recipe) -> None:
         check_plan(r)
 
 
-def check_plan(r) -> None:
+def check_plan(r: Recipe) -> None:
     """Recipe-load checks of train.max_time and train.phases: every phase's recipe must be a
     valid recipe on its own (the cross-field rules of recipe.validate, e.g. max_seq_length
     against the model's positions)."""

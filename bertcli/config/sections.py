@@ -12,24 +12,27 @@ the bounds, a float setting must be finite (nan and inf are refused for every fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from bertcli.config import bounds
 from bertcli.config.families import FamilyName  # pure data: the model families' names, as a Literal
 
+T = TypeVar("T")   # a field's default, and so its type
 
-def num(default, *, ge=None, gt=None, le=None, hash=True, signed=False):
+
+def num(default: T, *, ge: float | None = None, gt: float | None = None, le: float | None = None, hash: bool = True,
+        signed: bool = False) -> T:
     """A field with numeric bounds checked at load time; hash=False keeps it out of the stage
     cache keys (settings that do not change what a stage writes); signed=True declares that any
     finite number is meaningful (a threshold, an offset), so it has no lower bound on purpose."""
     return field(default=default, metadata={"ge": ge, "gt": gt, "le": le, "hash": hash, "signed": signed})
 
 
-def nohash(default, **bounds):
+def nohash(default: T, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> T:
     """A field that does not change what a stage writes (excluded from its cache key); numbers
     give their bounds as `num` does."""
-    if bounds:
-        return num(default, hash=False, **bounds)
+    if ge is not None or gt is not None or le is not None:
+        return num(default, ge=ge, gt=gt, le=le, hash=False)
     return field(default=default, metadata={"hash": False})
 
 

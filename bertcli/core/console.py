@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape as escape_markup
@@ -59,6 +60,12 @@ def log(message: str) -> None:
 # progress line every PLAIN_EVERY_S (on a busy machine a 10-second interval printed most stages
 # twice: once running, once done).
 PLAIN_EVERY_S = 30.0
+
+
+class Advancing(Protocol):
+    """What `progress` yields: a count that moves on by `n`."""
+
+    def advance(self, n: float = 1) -> None: ...
 
 
 class _PlainTask:
@@ -206,7 +213,7 @@ def _escape(text: str) -> str:
 
 
 @contextlib.contextmanager
-def quiet_datasets():
+def quiet_datasets() -> Iterator[None]:
     """datasets' own tqdm bars and info logs off while we report progress ourselves."""
     import datasets
 

@@ -33,6 +33,8 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 from bertcli.core import jsonout, paths
 from bertcli.core.errors import UserError
@@ -163,7 +165,7 @@ def check_work_dir(out: Path, inputs: Iterable, key: str, checkpoints: Iterable 
                             "it reads", where=str(out), fix=f"choose another {key}, outside the inputs")
 
 
-def check_recipe_work_dirs(recipe, out_key: str = "output_dir", cache_key: str = "cache_dir") -> None:
+def check_recipe_work_dirs(recipe: paths.RecipeDirs, out_key: str = "output_dir", cache_key: str = "cache_dir") -> None:
     """check_work_dir for a recipe's output_dir and cache_dir, against its corpus sources and
     model.init_from (`out_key` / `cache_key`: the names the command gives them, e.g. --cache)."""
     init = [recipe.model.init_from] if recipe.model.init_from else []
@@ -427,7 +429,7 @@ def removing_on_signal(*temporaries: Path) -> Iterator[None]:
     other process writes them), given before they exist. They are removed on any exception,
     wherever it struck: also between a file's creation and the `try` of the writer that owns it,
     where a signal is most likely on a busy machine (the writer is descheduled as `open` returns)."""
-    def _raise(signum, frame):
+    def _raise(signum: int, frame: FrameType | None) -> NoReturn:
         raise SystemExit(128 + signum)
 
     installed = False

@@ -28,6 +28,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -97,7 +98,28 @@ def check_writable_file(path: Path | str, what: str = "the output file", key: st
     return path
 
 
-def check_recipe_outputs(recipe) -> None:
+class _InitFrom(Protocol):
+    @property
+    def init_from(self) -> str | None: ...
+
+
+class RecipeDirs(Protocol):
+    """What the checks of a recipe's write paths read of it: a bertcli.config.recipe.Recipe, which
+    core (the lowest layer) does not import."""
+
+    @property
+    def cache_dir(self) -> str | None: ...
+    @property
+    def out(self) -> Path: ...
+    @property
+    def cache(self) -> Path: ...
+    @property
+    def model(self) -> _InitFrom: ...
+
+    def corpus_paths(self) -> list[Path]: ...
+
+
+def check_recipe_outputs(recipe: RecipeDirs) -> None:
     """Every directory a recipe's stages and run write: output_dir and cache_dir."""
     check_writable_dir(recipe.out, "the run directory", "output_dir")
     if recipe.cache_dir:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bertcli.config.recipe import Recipe
 from bertcli.config.sections import CorpusConfig
@@ -264,7 +264,7 @@ def _write(cfg: CorpusConfig, resolved: list[Resolved], out: Path, recipe_source
                         fix="check the sources' contents (and text_field, layout, encoding_errors, "
                             "min_sentence_chars)")
 
-    def generate():
+    def generate() -> Iterator[dict[str, Any]]:
         with console.progress("reading corpus (documents)") as bar:
             row = 0
             for sents in itertools.chain([first], docs):

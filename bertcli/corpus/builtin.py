@@ -85,7 +85,7 @@ def module_docstrings(path: Path) -> list[str]:
         return []
     docs = []
 
-    def visit(node):
+    def visit(node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         doc = ast.get_docstring(node, clean=True)
         if doc:
             docs.append(doc)
@@ -111,7 +111,7 @@ def paragraphs(text: str) -> Iterator[str]:
     indent_of_block = 0
     continuation = -1  # indent of a bullet's wrapped lines ("- Return a ... is a\n  syntax error")
 
-    def flush():
+    def flush() -> Iterator[str]:
         nonlocal block
         if block:
             yield " ".join(block)

@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import STAGE_VERSIONS, StageResult, is_complete, stage_dir, stage_guard
@@ -33,6 +34,10 @@ from bertcli.data.pairs import pack_plan
 from bertcli.data.store import DocStore
 from bertcli.tokenization.build import ensure_tokenizer
 from bertcli.tokenization.load import load_tokenizer
+
+if TYPE_CHECKING:
+    from bertcli.config.sections import DataConfig
+    from bertcli.tokenization.load import TokenizerInfo
 
 DATA_VERSION = STAGE_VERSIONS["data"]
 INFO_FILE = "build_info.json"
@@ -62,11 +67,11 @@ def ensure_data(recipe: Recipe) -> StageResult:
     return run_build_data(recipe, force=False)
 
 
-def _tokenizer_sha(tok) -> str:
+def _tokenizer_sha(tok: TokenizerInfo) -> str:
     return hashlib.sha256((Path(tok.path) / "tokenizer.json").read_bytes()).hexdigest()
 
 
-def _up_to_date(path: Path, tok) -> bool:
+def _up_to_date(path: Path, tok: TokenizerInfo) -> bool:
     if not is_complete(path) or not (path / INFO_FILE).is_file():
         return False
     info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
@@ -83,7 +88,7 @@ def _reused(path: Path) -> StageResult:
 
 
 # ------------------------------------------------------------------------------------ build
-def _num_proc(cfg) -> int:
+def _num_proc(cfg: DataConfig) -> int:
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -137,7 +142,7 @@ def _ranges(n: int, size: int) -> list[tuple[int, int]]:
     return [(lo, min(n, lo + size)) for lo in range(0, n, size)] or [(0, 0)]
 
 
-def _build(recipe: Recipe, tok, path: Path) -> StageResult:
+def _build(recipe: Recipe, tok: TokenizerInfo, path: Path) -> StageResult:
     start = time.perf_counter()
     cfg = recipe.data
     corpus_path = build_corpus(recipe).path
@@ -175,7 +180,7 @@ def _build(recipe: Recipe, tok, path: Path) -> StageResult:
     return StageResult("data", path, False, data_summary_rows(info, reused=False))
 
 
-def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, info: dict) -> list[str]:
+def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg: DataConfig, info: dict) -> list[str]:
     import datasets
 
     n = datasets.load_from_disk(str(corpus_path))[split].num_rows
@@ -193,7 +198,7 @@ def _tokenize(runner: _Runner, split: str, corpus_path: Path, work: Path, cfg, i
     return prefixes
 
 
-def _rows(runner: _Runner, split: str, stores: dict, work: Path, cfg, info: dict) -> list[str]:
+def _rows(runner: _Runner, split: str, stores: dict, work: Path, cfg: DataConfig, info: dict) -> list[str]:
     """Build one split's rows; returns the Arrow files in order."""
     import numpy as np
 
@@ -229,7 +234,7 @@ def _rows(runner: _Runner, split: str, stores: dict, work: Path, cfg, info: dict
     return files
 
 
-def _copies(cfg) -> list[int]:
+def _copies(cfg: DataConfig) -> list[int]:
     """Copies of the training documents. Packed rows have no randomness besides the mask, so
     with dynamic masking copies would be identical: one is built (epochs give the rest)."""
     if cfg.objective == "none" and cfg.masking == "dynamic":
@@ -263,7 +268,7 @@ def _write_datasets(tmp: Path, files: dict[str, list[str]]) -> None:
         state_file.write_text(jsonout.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
 
 
-def _dynamic_masked_fraction(path: Path, tok, cfg, seed: int, sample: int = 2000) -> float:
+def _dynamic_masked_fraction(path: Path, tok: TokenizerInfo, cfg: DataConfig, seed: int, sample: int = 2000) -> float:
     """Dynamic masks are drawn in the collator: measure them on up to `sample` training rows."""
     from bertcli.data.collator import PretrainCollator
     from bertcli.data.dataset import PretrainDataset, load_data

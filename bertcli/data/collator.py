@@ -10,15 +10,21 @@ Output (see bertcli/data/__init__.py):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from bertcli.data.masking import MaskSpec, replace, select
 from bertcli.data.rng import DYNAMIC, KeyedRng
 
+if TYPE_CHECKING:
+    from bertcli.config.sections import DataConfig
+    from bertcli.tokenization.load import TokenizerInfo
+
 
 class PretrainCollator:
-    def __init__(self, tok, cfg, seed: int, pad_to_multiple_of: int = 8):
+    def __init__(self, tok: TokenizerInfo, cfg: DataConfig, seed: int, pad_to_multiple_of: int = 8):
         self.spec = MaskSpec.from_config(tok, cfg)
         self.pad_id = int(tok.pad_id)
         self.dynamic = cfg.masking == "dynamic"

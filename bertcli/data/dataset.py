@@ -8,11 +8,15 @@ so a DataLoader worker spends its time in the collator, not in conversions.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from bertcli.core.errors import UserError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 COLUMNS = ("input_ids", "token_type_ids", "pair_label", "masked_positions", "masked_ids", "word_starts")
 
@@ -32,7 +36,7 @@ class _Column:
     """One Arrow column as numpy chunks: row i -> values[offsets[i]:offsets[i+1]] (lists) or
     values[i] (scalars)."""
 
-    def __init__(self, chunked):
+    def __init__(self, chunked: pa.ChunkedArray) -> None:
         import pyarrow as pa
 
         self.is_list = pa.types.is_list(chunked.type) or pa.types.is_large_list(chunked.type)
@@ -67,7 +71,7 @@ class PretrainDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"split": self.split, "columns": self.columns, "_cols": None}
 
     def _columns(self) -> dict:

@@ -28,8 +28,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bertcli.config.sections import DataConfig
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,7 +53,7 @@ class MaskSpec:
     ngram: int = 1
 
     @classmethod
-    def from_config(cls, tok, cfg) -> MaskSpec:
+    def from_config(cls, tok: TokenizerInfo, cfg: DataConfig) -> MaskSpec:
         """From a TokenizerInfo (vocab_size, mask_id, special_ids) and a DataConfig."""
         special = np.zeros(tok.vocab_size, dtype=bool)
         special[[i for i in tok.special_ids if i < tok.vocab_size]] = True

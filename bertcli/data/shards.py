@@ -13,8 +13,9 @@ number of processes or on the shard size.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from bertcli.tokenization.train import text_encoder
 
 if TYPE_CHECKING:
     from bertcli.config.sections import DataConfig
+    from bertcli.data.pairs import TokenDoc
 
 SPLIT_IDS = {"train": 0, "validation": 1}
 
@@ -48,6 +50,7 @@ class Context:
 
 _CTX: Context | None = None
 _CACHE: dict = {}
+T = TypeVar("T")
 
 
 def init_worker(ctx: Context | None) -> None:
@@ -64,7 +67,7 @@ def _context() -> Context:
     return _CTX
 
 
-def _cached(key, make):
+def _cached(key: Hashable, make: Callable[[], T]) -> T:
     if key not in _CACHE:
         _CACHE[key] = make()
     return _CACHE[key]
@@ -253,11 +256,11 @@ def pairs_shard(task: tuple) -> dict:
     return writer.close()
 
 
-def _random_doc(pool: DocStore, exclude: int):
+def _random_doc(pool: DocStore, exclude: int) -> Callable[[np.random.Generator], TokenDoc]:
     """A function rng -> a document of `pool` drawn uniformly, never document `exclude`."""
     n = len(pool) - (exclude >= 0)
 
-    def pick(rng):
+    def pick(rng: np.random.Generator) -> TokenDoc:
         j = int(rng.integers(0, n))
         return pool[j + (0 <= exclude <= j)]
 

@@ -12,8 +12,9 @@ memory a worker touches does not grow with the corpus held in RAM. Files of one 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,10 +94,10 @@ class DocStore:
         counts = [len(s["docs"]) for s in self._shards]
         self._first = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)  # [shards + 1]
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"prefixes": self.prefixes}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.prefixes = state["prefixes"]
         self._open()
 
@@ -117,7 +118,7 @@ class DocStore:
         t1 = int(ends[-1])
         return TokenDoc(np.asarray(sh["ids"][t0:t1]), bounds, np.asarray(sh["starts"][t0:t1]))
 
-    def sentence_lengths(self):
+    def sentence_lengths(self) -> Iterator[np.ndarray]:
         """Yield each document's sentence lengths, in order (for the packing plan), reading
         the shards' offset files sequentially."""
         for sh in self._shards:

@@ -23,8 +23,12 @@ that does not verify is not kept.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # onnx loads where a graph is rewritten
+    import onnx
 
 MS = "com.microsoft"
 # the ops the exporter writes between the qkv projection and the attention output
@@ -37,7 +41,7 @@ MASK_PATH = {"Cast", "Unsqueeze", "Where", "Not", "Equal", "Sub", "Mul", "Expand
 class Graph:
     """Producer / consumer maps and initializers of an onnx GraphProto, for pattern matching."""
 
-    def __init__(self, proto):
+    def __init__(self, proto: onnx.ModelProto) -> None:
         from onnx import numpy_helper
 
         self.proto = proto
@@ -58,7 +62,7 @@ class Graph:
         return users[0] if len(users) == 1 and users[0].op_type == op and name not in self.outputs else None
 
 
-def attr(node, name, default=None):
+def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:   # an attribute's value: int, float, str, list ...
     from onnx import helper
 
     for a in node.attribute:

@@ -12,6 +12,7 @@ Attention, SkipLayerNormalization, Gelu), so a graph for another runtime is expo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from bertcli.export import fuse
@@ -95,7 +96,7 @@ def graph_summary(path: Path) -> dict:
 
     proto = onnx.load(str(path), load_external_data=False)
 
-    def values(vs):
+    def values(vs: Iterable[onnx.ValueInfoProto]) -> list[dict]:
         out = []
         for v in vs:
             t = v.type.tensor_type

@@ -122,13 +122,14 @@ def exportable(kind: HeadKind, model):
     config = encoder.config
 
     class Exportable(torch.nn.Module):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.model = model
             self.input_names = input_names(config)
             self.config = config
 
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
             out = kind.run(self.model, input_ids, attention_mask, token_type_ids)
             return tuple(t.float() for t in out.values())
 

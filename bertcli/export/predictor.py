@@ -57,7 +57,7 @@ class Predictor:
     per_token: frozenset = frozenset()    # outputs [B, T, ...]: cut to each window's real tokens
     sort: bool = True                     # batch by length inside each window of records (see predict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.per_token:
             self.per_token = head_kind(self.task).per_token
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.checkpoint import read_config, weight_files
 from bertcli.core import console, jsonout
@@ -32,6 +34,11 @@ from bertcli.export.heads import architecture, detect_kind, exportable
 from bertcli.export.predictor import Predictor, open_model, trained_options
 from bertcli.export.verify import Check, check_reference, compare, verification_batches
 from bertcli.tokenization.load import load_tokenizer
+
+if TYPE_CHECKING:
+    from bertcli.config.model import EncoderConfig
+    from bertcli.tasks.heads import HeadKind
+    from bertcli.tokenization.load import TokenizerInfo
 
 VERIFY_MAX_TOKENS = 1024
 
@@ -103,8 +110,10 @@ def run_export(checkpoint: Path, out: Path, task: str | None = None, opset: int 
     return ExportResult(out, info, passed)
 
 
-def _build(tmp, checkpoint, files, config, kind, tok, module, opset, fp16, quantize, dev_set, verify,
-           optimize=True) -> dict:
+def _build(tmp: Path, checkpoint: Path, files: list[Path], config: EncoderConfig, kind: HeadKind, tok: TokenizerInfo,
+           module, opset: int, fp16: bool, quantize: str | None,
+           dev_set: tuple[list, list, Callable] | None, verify: bool, optimize: bool = True) -> dict:
+    # module: heads.exportable's, a torch module of a class local to that function (with input_names)
     from bertcli.model.checkpoint import copy_tokenizer
 
     copy_tokenizer(checkpoint, tmp)

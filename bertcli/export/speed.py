@@ -53,7 +53,7 @@ def onnx_speed(models: dict[str, Path], work: Path, length: int = 128, repeats: 
     one = _feed(1, length, vocab, 0)
     many = [_feed(32, length, vocab, i + 1) for i in range(batches)]
 
-    def run(key, feed):
+    def run(key: tuple[str, str], feed: dict[str, np.ndarray]) -> list:
         s, names = sessions[key]
         return s.session.run(None, {n: feed[n] for n in names})
 

@@ -19,10 +19,33 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import bertcli.finetune
 from bertcli.core.errors import UserError, did_you_mean
+
+if TYPE_CHECKING:
+    from bertcli.config.options import SweepArgs
+    from bertcli.config.recipe import Recipe
+    from bertcli.finetune.sweep import Plan
+
+
+class RunTask(Protocol):
+    """A command's `run`: (recipe, checkpoint, out, **the task's own options) -> results.json's
+    content; it imports the task inside. The options are the command's own flags (its `options`
+    function's parameters, by name): they differ from task to task, so only the three every task
+    takes are fixed here (`bertcli.api.TaskOptions` types the shipped tasks' options)."""
+
+    def __call__(self, recipe: Recipe, checkpoint: Path, out: Path, /, *args: Any, **options: Any) -> dict: ...
+
+
+class SweepTask(Protocol):
+    """A command's own sweep (GLUE's tasks, --from-mnli): (plan, recipe, checkpoint, out, fresh,
+    **the task's own options) -> results.json's content ({"sweep": ...}). `fresh`: replace what
+    `out` holds (--force without --resume)."""
+
+    def __call__(self, plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, fresh: bool, /,
+                 *args: Any, **options: Any) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -33,8 +56,7 @@ class TaskCommand:
     # A function whose parameters are the task's own typer options (defaults typer.Option(...)),
     # whose docstring is the command's help; never called, only read.
     options: Callable[..., None]
-    # (recipe, checkpoint, out, **options) -> results.json's content; imports the task inside.
-    run: Callable[..., dict]
+    run: RunTask
     recipe: str                          # the shipped recipe the command uses by default
     inputs: tuple[str, ...] = ()         # options that name input files / directories (never written)
     # The data set read from --data-dir or --hub (exactly one of the two is given), for the
@@ -42,11 +64,11 @@ class TaskCommand:
     data_name: str | None = None
     out_kind: Callable[[Mapping[str, Any]], str] | None = None   # default: name
     # Seeds and learning-rate grids (bertcli/finetune/sweep.py): a command whose runs are not one
-    # `run` per (rate, seed) gives its own (plan, recipe, checkpoint, out, force, **options) ->
-    # results.json's content (GLUE: its tasks, --from-mnli); `sweep_check(sweep, options)` refuses
-    # what the command cannot sweep, before any work; `sweep_options`: options that ask for a sweep.
-    sweep: Callable[..., dict] | None = None
-    sweep_check: Callable[[Any, Mapping[str, Any]], None] | None = None
+    # `run` per (rate, seed) gives its own `sweep` (GLUE: its tasks, --from-mnli);
+    # `sweep_check(sweep, options)` refuses what the command cannot sweep, before any work;
+    # `sweep_options`: options that ask for a sweep.
+    sweep: SweepTask | None = None
+    sweep_check: Callable[[SweepArgs, Mapping[str, Any]], None] | None = None
     sweep_options: tuple[str, ...] = ()
 
     def default_kind(self, options: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -35,8 +36,8 @@ from bertcli.core.testhooks import pause_point
 from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
-from bertcli.finetune.task import Features, Hyper, Task
-from bertcli.model.checkpoint import load_checkpoint
+from bertcli.finetune.task import Features, Hyper, Split, Task
+from bertcli.model.checkpoint import Model, load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
@@ -52,6 +53,13 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
+    from bertcli.finetune.distill.teacher import Teacher
+    from bertcli.model.checkpoint import LoadReport
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 @dataclass
@@ -148,7 +156,8 @@ def _to(batch: dict, device: torch.device) -> dict:
 
 
 @torch.no_grad()
-def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad_id: int, cfg, device) -> None:
+def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad_id: int, cfg: FinetuneConfig,
+                  device: torch.device) -> None:
     """Before saving: the trained model's outputs on a held-back batch (the first of the first
     non-empty dev split; the first training batch when there is none) are finite, else the run
     diverged (errors.Diverged naming the learning rate) and nothing is presented as a result."""
@@ -168,8 +177,8 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
 
 # ------------------------------------------------------------------------------------ loop
 @torch.no_grad()
-def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, batch_size: int,
-            device: torch.device, precision: str):
+def predict(model: nn.Module, task: Task, split: Split, data: Features, pad_id: int, batch_size: int,
+            device: torch.device, precision: str) -> object:
     """The task's predictions for `split` (one per example, in order)."""
     was_training = model.training
     model.eval()
@@ -184,14 +193,15 @@ def predict(model: nn.Module, task: Task, split, data: Features, pad_id: int, ba
     return task.decode(split, data, collected)
 
 
-def evaluate_devs(model, task: Task, devs: dict, pad_id: int, batch_size: int, device, precision) -> dict:
+def evaluate_devs(model: nn.Module, task: Task, devs: dict, pad_id: int, batch_size: int, device: torch.device,
+                  precision: str) -> dict:
     """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
     return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
             for name, (split, feats) in devs.items()}
 
 
-def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: int, device: torch.device,
-        pad_id: int, teacher=None) -> FitResult:
+def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConfig, seed: int, device: torch.device,
+        pad_id: int, teacher: Teacher | None = None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
     replaces the task's loss, and its own parameters (projections) train with the model's."""
@@ -200,7 +210,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
     order_rng = torch.Generator().manual_seed(seed)
     model.to(device)
 
-    def train_mode():
+    def train_mode() -> None:
         # A frozen encoder computes features as at inference (no dropout inside it); the
         # head's own dropout still applies.
         model.train()
@@ -272,7 +282,7 @@ def fit(model: nn.Module, task: Task, train: Features, devs: dict, cfg, seed: in
 
 
 # ------------------------------------------------------------------------------------ one run
-def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
+def check_fit(model: Model, tok: TokenizerInfo, max_seq_length: int, checkpoint: Path) -> None:
     """The tokenizer's ids and the sequence length must fit the model's embeddings."""
     c = model.config
     if tok.vocab_size > c.vocab_size:
@@ -285,7 +295,8 @@ def check_fit(model, tok, max_seq_length: int, checkpoint: Path) -> None:
                         fix=f"--set finetune.max_seq_length={usable} (or lower)")
 
 
-def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretrained"):
+def load_model(task: Task, checkpoint: Path, cfg: FinetuneConfig, seed: int,
+               init: str = "pretrained") -> tuple[Model, LoadReport]:
     """The checkpoint with the task's head; (model, LoadReport)."""
     torch.manual_seed(seed)            # the fresh head's initialization
     model, report = load_checkpoint(checkpoint, head=task.head, dropout=cfg.dropout, **task.model_kwargs)
@@ -299,7 +310,8 @@ def load_model(task: Task, checkpoint: Path, cfg, seed: int, init: str = "pretra
     return model, report
 
 
-def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pretrained", teacher=None) -> dict:
+def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: str = "pretrained",
+             teacher: Teacher | None = None) -> dict:
     """Fine-tune, evaluate and predict one task whose splits are read (`task.data`); returns its
     results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
@@ -339,7 +351,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
-    def run(split, feats):
+    def run(split: Split, feats: Features) -> object:      # the task's predictions of the split
         return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
 
     final = Path(final)
@@ -383,7 +395,7 @@ def run_task(task: Task, recipe, checkpoint: Path, final: Path, init: str = "pre
 
 
 # ------------------------------------------------------------------------------------ run facts
-def choose_learning_rate(task: Task, model) -> auto_lr.LrChoice:
+def choose_learning_rate(task: Task, model: Model) -> auto_lr.LrChoice:
     """`finetune.learning_rate: auto` resolved from the model's size (auto_lr), into the task's
     settings; said in the log."""
     choice = auto_lr.choose(task.hyper.learning_rate, model.config, task.name)
@@ -410,7 +422,8 @@ def baselines(task: Task, devs: dict) -> dict[str, tuple[str, float, int]]:
     return out
 
 
-def run_facts(cfg, lr: auto_lr.LrChoice, result: FitResult, test_metrics: dict, chance: dict | None) -> dict:
+def run_facts(cfg: FinetuneConfig, lr: auto_lr.LrChoice, result: FitResult, test_metrics: dict,
+              chance: dict | None) -> dict:
     """results.json's entries for the rate, the kept epoch's rule, the scored test splits, a
     chance-level finding and a stop by signal."""
     facts: dict = {"learning_rate": lr.record(), "select": cfg.select}

@@ -54,7 +54,7 @@ class PlainFit:
 class _Bar:
     """The terminal bar, taking (and dropping) the figures the plain lines show."""
 
-    def __init__(self, bar):
+    def __init__(self, bar: console.Advancing) -> None:
         self.bar = bar
 
     def advance(self, n: int = 1, loss: float | None = None, lr: float | None = None, epoch: int | None = None) -> None:

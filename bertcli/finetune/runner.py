@@ -13,6 +13,7 @@ before training any, so a broken file is found in seconds, not hours).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.checkpoint import read_config
 from bertcli.core import console
@@ -20,6 +21,9 @@ from bertcli.core.errors import UserError
 from bertcli.core.paths import check_writable_dir, default_out
 from bertcli.finetune.task import Task
 from bertcli.tokenization.load import LOADABLE
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 
 def check_checkpoint_files(checkpoint: Path) -> None:
@@ -37,7 +41,7 @@ def check_out_dir(path: Path) -> Path:
     return check_writable_dir(Path(path), "the output directory", "--out")
 
 
-def prepare(task: Task, recipe, checkpoint: Path, out: Path | None = None) -> Path:
+def prepare(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = None) -> Path:
     """Check `out` (default runs/<task>/<checkpoint>) and the checkpoint, read the task's splits
     into `task.data` with at most finetune.max_train_examples training examples; the output
     directory."""
@@ -48,7 +52,7 @@ def prepare(task: Task, recipe, checkpoint: Path, out: Path | None = None) -> Pa
     return out
 
 
-def train(task: Task, recipe, checkpoint: Path, out: Path, init: str = "pretrained", show: bool = True) -> dict:
+def train(task: Task, recipe: Recipe, checkpoint: Path, out: Path, init: str = "pretrained", show: bool = True) -> dict:
     """Fine-tune a prepared task into `out`; results.json's content. `show`: the task's summary
     table and where the output is."""
     from bertcli.finetune.engine import run_task  # torch: after the data are read and checked
@@ -66,7 +70,7 @@ def test_rows(task: Task, results: dict) -> list[tuple[str, str]]:
             for name, m in results.get("test", {}).items()]
 
 
-def finetune_task(task: Task, recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",
+def finetune_task(task: Task, recipe: Recipe, checkpoint: Path, out: Path | None = None, init: str = "pretrained",
                   show: bool = True) -> dict:
     """Fine-tune `checkpoint` on `task` into `out`; returns results.json's content. `init="random"`
     re-initializes the encoder (the baseline that shows what pretraining is worth)."""

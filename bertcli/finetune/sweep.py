@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.config.options import SweepArgs, parse_seeds
 from bertcli.config.recipe import Recipe
@@ -38,6 +39,9 @@ from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
 from bertcli.core.testhooks import pause_point
 from bertcli.finetune import sweep_summary
 from bertcli.finetune.classification.submission import write_json
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 STATE = "sweep.json"
 VERSION = 1
@@ -83,7 +87,7 @@ def read_plan(out: Path) -> Plan:
     return plan
 
 
-def make_plan(command: str, checkpoint: Path, recipe, sweep: SweepArgs, out: Path) -> Plan:
+def make_plan(command: str, checkpoint: Path, recipe: Recipe, sweep: SweepArgs, out: Path) -> Plan:
     """The plan: a new one from the flags, or with --resume the one recorded in `out`, which the
     flags given must not contradict (a resumed sweep is the same sweep)."""
     if sweep.resume and is_sweep(out):
@@ -131,7 +135,7 @@ def finished(folder: Path) -> dict | None:
     return results if isinstance(results, dict) and "interrupted" not in results else None
 
 
-def record_diverged(folder: Path, recipe, lr: float | None, seed: int, error: Diverged) -> dict:
+def record_diverged(folder: Path, recipe: Recipe, lr: float | None, seed: int, error: Diverged) -> dict:
     """A diverged run's results.json (nothing else was written): counted, never run again."""
     results = {"seed": seed, "learning_rate": lr, "diverged": {"message": error.what, "fix": error.fix}}
     with building(folder, recipe) as tmp:
@@ -231,7 +235,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
-def sweep_runs(plan: Plan, recipe, root: Path, one_run: Callable[[object, Path], dict], label: str,
+def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe, Path], dict], label: str,
                clock: Clock, top: Path | None = None, also: tuple[Path, ...] = ()) -> list[dict]:
     """Each (rate, seed) of the plan in turn into root/<folder>; a finished run is read, not run
     again. After each run, --out's marker (`top`, default `root`) lists its files (and those
@@ -324,7 +328,7 @@ def describe(plan: Plan, tasks: int = 1, cost: Cost | None = None) -> str:
             + (cost.describe() if cost is not None else ""))
 
 
-def run_sweep(plan: Plan, recipe, checkpoint: Path, out: Path, one_run: Callable[[object, Path], dict],
+def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: Callable[[Recipe, Path], dict],
               force: bool = False) -> dict:
     """One task's sweep into `out`; results.json's content ({"sweep": ...})."""
     out = Path(out)

@@ -63,7 +63,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions comes with torch
+    from torch import nn
     from typing_extensions import Self
+
+    from bertcli.config.sections import FinetuneConfig, TaskOverrides
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 @dataclass
@@ -82,7 +86,7 @@ class Hyper:
 HYPER_KEYS = ("learning_rate", "epochs", "batch_size", "max_seq_length", "warmup_ratio", "weight_decay")
 
 
-def overlay(cfg, block) -> Hyper:
+def overlay(cfg: FinetuneConfig, block: TaskOverrides | None) -> Hyper:
     """finetune.<key> overlaid by `block`.<key> wherever the block sets it (not None). The
     block may carry task-only keys too (ner.tag_column ...); they land in `values`."""
     values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
@@ -178,10 +182,10 @@ class Task(Generic[S, P]):
     def read(self) -> TaskSplits[S]:
         raise NotImplementedError
 
-    def featurize(self, split: S, tok, zero_types: bool) -> Features:
+    def featurize(self, split: S, tok: TokenizerInfo, zero_types: bool) -> Features:
         raise NotImplementedError
 
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
 
     def loss(self, outputs, batch: dict):
@@ -224,7 +228,7 @@ class Task(Generic[S, P]):
     def results(self) -> dict:
         return {}
 
-    def save_model(self, model, directory: Path, checkpoint: Path) -> None:
+    def save_model(self, model: nn.Module, directory: Path, checkpoint: Path) -> None:
         """Write the best model into `directory` (a Hugging Face directory with the checkpoint's
         tokenizer; the embed task adds its sentence-transformers modules)."""
         from bertcli.model.checkpoint import save_checkpoint  # torch: only when a model is saved

@@ -11,12 +11,20 @@ what `--resume` compares is bertcli.config.checkpoint.weights_sha256.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core.errors import UserError
 from bertcli.tokenization.extend import init_new_rows
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.model.heads import PreTrainingModel
+    from bertcli.tokenization.extend import Extension
+    from bertcli.tokenization.load import TokenizerInfo
 
-def init_model(recipe, tok, extension=None):
+
+def init_model(recipe: Recipe, tok: TokenizerInfo,
+               extension: Extension | None = None) -> tuple[PreTrainingModel, list[str]]:
     """The PreTrainingModel of `recipe.model.init_from`, on the CPU in train mode, with the recipe's
     dropout. `tok`: the adopted tokenizer (TokenizerInfo); `extension`: the tokenizer stage's
     new tokens (bertcli.tokenization.extend.Extension) or None. Returns (model, notes)."""
@@ -25,6 +33,7 @@ def init_model(recipe, tok, extension=None):
     from bertcli.model.checkpoint import load_checkpoint
     from bertcli.model.heads import PreTrainingModel
 
+    assert recipe.model.init_from is not None, "init_model is continued pretraining: a recipe with model.init_from"
     src = Path(recipe.model.init_from)
     loaded, report = load_checkpoint(src, "pretraining")
     c0, m = loaded.config, recipe.model

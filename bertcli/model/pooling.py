@@ -77,7 +77,7 @@ class Pooling:
     dim: int = 0
     """Width of the embedding (the encoder's hidden size): word_embedding_dimension."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "mode", parse_mode(self.mode))
 
     def __call__(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:

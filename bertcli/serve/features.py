@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -33,6 +34,11 @@ from bertcli.tasks.encoder_heads import pool_states
 from bertcli.tasks.featurizer import Context, TextFeaturizer
 from bertcli.tasks.heads import saved_head
 from bertcli.tokenization.load import load_tokenizer
+
+if TYPE_CHECKING:  # torch loads where a model runs
+    from torch import Tensor
+
+    from bertcli.model.checkpoint import Model
 
 COMBINE = ("concat", "sum", "mean")
 POOL = ("cls", "mean", "none")
@@ -55,7 +61,8 @@ def parse_layers(spec: str, num_layers: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------ model
-def hidden_states(model, input_ids, attention_mask, token_type_ids):
+def hidden_states(model: Model, input_ids: Tensor, attention_mask: Tensor,
+                  token_type_ids: Tensor | None) -> list[Tensor]:
     """[L + 1] hidden states, each [B, T, H] (zeros at padding), as transformers numbers them.
     Read through forward hooks on the encoder's sublayers (every layer ends with its
     feed-forward block; ALBERT's shared blocks fire once per layer that runs them)."""

@@ -44,8 +44,8 @@ def run_predict(model: Path, input_file: Path, out: Path | None = None, task: st
                         allow_impossible, encoding)
 
 
-def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_length, threads, allow_impossible,
-             encoding) -> dict:
+def _predict(model: Path, input_file: Path, out: Path | None, task: str | None, batch_size: int, top_k: int, pooling: str,
+             max_length: int | None, threads: int | None, allow_impossible: bool, encoding: str | None) -> dict:
     threads = use_threads(threads, "--threads")     # torch's or ONNX Runtime's; None: the free cores
     p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
                    top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)

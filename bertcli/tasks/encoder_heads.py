@@ -54,7 +54,7 @@ class FillMaskFeaturizer:
         self.top_k = int(ctx.option("top_k", 5))
         self.mask = ctx.info.tokens["mask"]
 
-    def encode(self, rec, where):
+    def encode(self, rec: dict, where: str) -> list:
         text = field(rec, TEXT, where)
         if self.mask not in text:
             other = next((m for m in MASK_SPELLINGS if m in text), None)

@@ -26,6 +26,8 @@ from bertcli.core.errors import UserError
 from bertcli.io import records
 
 if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
     from bertcli.tokenization.load import TokenizerInfo
 
 # the record fields a text (and its pair) may come under: GLUE's, HF datasets' and ours
@@ -50,7 +52,7 @@ class Context:
     options: dict = dc_field(default_factory=dict)
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer:
         """A copy of the tokenizer truncating to max_length (longest first)."""
         return truncating(self.info.tokenizer, self.max_length)
 

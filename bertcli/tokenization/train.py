@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +229,7 @@ def train_tokenizer(cfg: TokenizerConfig, ds, alphabet: str, where: str,
                                            not (cfg.split_cjk and CJK_CHAR.match(c)))
     check_vocab_size(cfg, tok, alphabet, where, limit)
     trainer = new_trainer(cfg, show_progress=False, seed=seed)
-    def batches(bar):
+    def batches(bar: console.Advancing) -> Iterator[list[str]]:
         yield from _sentence_batches(ds, bar)
         console.log(f"learning the {cfg.kind} vocabulary ({cfg.vocab_size:,} tokens) from the counts")
 
@@ -251,7 +252,7 @@ def _alphabet_of(ds) -> str:
 
 
 class _NoBar:
-    def advance(self, n):
+    def advance(self, n: float = 1) -> None:
         pass
 
 

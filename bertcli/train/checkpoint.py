@@ -34,10 +34,10 @@ import math
 import random
 import shutil
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -50,6 +50,9 @@ from bertcli.core.fs import building
 from bertcli.core.paths import STEP_DIR, check_space, saving
 from bertcli.model.manifest import verify_checkpoint, write_manifest
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+
 FORMAT = "bertcli-trainer-state"
 VERSION = 1
 STATE_FILES = ("model.safetensors", "optimizer.safetensors", "optimizer.json", "rng.safetensors", "rng.json")
@@ -59,7 +62,7 @@ def step_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:07d}"
 
 
-def _required(default=dataclasses.MISSING, factory=dataclasses.MISSING):
+def _required(default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING) -> Any:   # as dataclasses.field's
     """A state key a resume cannot do without: a state.json lacking it is damaged."""
     return field(default=default, default_factory=factory, metadata={"required": True})
 
@@ -136,7 +139,7 @@ def _is_num(v) -> bool:
 
 
 def _field_problems(s: TrainState, step_of_dir: int | None):
-    def count(name, low=0):
+    def count(name: str, low: int = 0) -> Iterator[tuple[str, str]]:
         v = getattr(s, name)
         if not _is_int(v):
             yield name, f"is {v!r}, not an integer"
@@ -311,7 +314,7 @@ def estimated_size(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
     return 2 * weights + opt
 
 
-def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torch.optim.Optimizer,
+def save(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, optimizer: torch.optim.Optimizer,
          state: TrainState | dict, rng: list[dict]) -> Path:
     """Write a complete checkpoint at `path` (replacing one that is there). `hf_save(model, dir)`
     writes the Hugging Face part; `state` is the trainer state; `rng` one entry per process.
@@ -337,7 +340,7 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe, optimizer: torc
     return path
 
 
-def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe, step: int) -> Path:
+def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, step: int) -> Path:
     """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
     without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
     extending a finished run read). The same refusals as `save`."""

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from bertcli.tokenization.load import TokenizerInfo
     from bertcli.train.loop import Trainer
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+
 FILE = "init_from.json"
 
 
@@ -49,9 +52,10 @@ def _read(run_dir: Path) -> dict | None:
         return None
 
 
-def check_source(recipe, run_dir: Path, resuming: bool) -> dict:
+def check_source(recipe: Recipe, run_dir: Path, resuming: bool) -> dict:
     """The checkpoint's fingerprint; when resuming, a UserError if it is not the one the run
     started from (the same path holding other weights: `--resume` continues one run)."""
+    assert recipe.model.init_from is not None, "check_source is continued pretraining: a recipe with model.init_from"
     path = Path(recipe.model.init_from)
     sha = weights_sha256(path)
     saved = _read(run_dir) if resuming else None

@@ -25,12 +25,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from collections.abc import Callable
 
 TRIM_EVERY = 10  # optimizer steps between two trims
 
 
 @functools.lru_cache(maxsize=1)
-def _trim():
+def _trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name).malloc_trim if name else None

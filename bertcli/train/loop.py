@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -108,18 +109,18 @@ class StopFlag:
         self.signum: int | None = None
         self._old: dict[int, Any] = {}  # signal -> the handler it had before
 
-    def __enter__(self):
+    def __enter__(self) -> StopFlag:
         for s in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError):  # not the main thread: no handlers
                 self._old[s] = signal.signal(s, self._handle)
         return self
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
 
@@ -205,7 +206,8 @@ class Trainer:
         phase's first step."""
         cfg, d = ph.recipe.train, self.d
         auto = cfg.micro_batch_size == "auto"
-        local, requested, _ = split_batch(cfg.batch_size, d.world_size, None if auto else cfg.micro_batch_size)
+        local, requested, _ = split_batch(cfg.batch_size, d.world_size,
+                                          None if cfg.micro_batch_size == "auto" else cfg.micro_batch_size)
         length = ph.recipe.data.max_seq_length
         available, source = memory.available_bytes(self.device)
         try:
@@ -516,10 +518,10 @@ class Trainer:
             result.stage_seconds += spent
             self._enter_phase(ph, data)
         if self.phased:
-            t = ph.recipe.train
+            tr = ph.recipe.train
             view.message(f"{ph.name}: steps {ph.start + 1:,}-{ph.end:,}, max_seq_length {ph.recipe.data.max_seq_length}, "
-                         f"batch {t.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
-                         f"peak lr {t.learning_rate:g}")
+                         f"batch {tr.batch_size} = {self.accum} x {self.micro} x {self.d.world_size}, "
+                         f"peak lr {tr.learning_rate:g}")
         return self._train_loader()
 
     def _tick(self) -> None:

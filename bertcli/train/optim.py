@@ -6,7 +6,8 @@ Generic on purpose: fine-tuning builds its optimizer with the same two functions
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import overload
 
 import torch
 from torch import nn
@@ -85,8 +86,14 @@ class Lamb(torch.optim.Optimizer):
                         bias_correction=bias_correction, trust_ratio=True)
         super().__init__(params, defaults)
 
+    @overload                                  # torch.optim.Optimizer.step's two forms
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One update of every group, the tensors of a group at once (torch._foreach_*: a few
         multi-tensor kernels instead of ~10 small ops per parameter). The same arithmetic as
         the per-tensor formula in the class docstring (tests/test_optim_lamb.py checks it)."""

@@ -10,9 +10,14 @@ multiplier at that progress is the step schedule's with warmup taking the same s
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from bertcli.config.phases import Phase, phase_of, plan
 from bertcli.data.build import data_dir, run_build_data
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.stages import StageResult
 
 
 # ------------------------------------------------------------------------------- budgets
@@ -68,7 +73,7 @@ def state_value(state, key: str, default=None):
 
 
 # ------------------------------------------------------------------------ data per phase
-def build_phase_data(r, force: bool = False, all_phases: bool = False) -> list:
+def build_phase_data(r: Recipe, force: bool = False, all_phases: bool = False) -> list[StageResult]:
     """`bertcli build-data`: the first phase's data (what pretraining needs first), or every
     phase's with `all_phases`. Phases with the same data settings share one stage."""
     phases = plan(r)
@@ -82,6 +87,6 @@ def build_phase_data(r, force: bool = False, all_phases: bool = False) -> list:
     return results
 
 
-def stage_name(result, ph: Phase):
+def stage_name(result: StageResult, ph: Phase) -> StageResult:
     """A phase's data StageResult named after the phase ("data phase2")."""
     return dataclasses.replace(result, name=f"data {ph.name}") if ph.name else result

@@ -88,7 +88,7 @@ class EvalBatchSampler(Sampler):
         chunks = [[(0, i) for i in range(start, min(n, start + micro_batch))] for start in range(0, n, micro_batch)]
         self.batches = chunks[rank::world_size]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         return iter(self.batches)
 
     def __len__(self) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,10 @@ from bertcli.finetune.task import TaskSplits, overlay
 from bertcli.io import records, tables
 from bertcli.io.tables import Table
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import ClassifyConfig, FinetuneConfig
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")
@@ -60,7 +65,7 @@ def _need_column(table: Table, name: str, what: str) -> None:
                         fix=f"the columns are: {', '.join(map(str, names))}; choose one with --{what}-column")
 
 
-def _read_rows(table: Table, cfg, labelled: bool):
+def _read_rows(table: Table, cfg: ClassifyConfig, labelled: bool):
     """(texts, pairs, ids, raw labels, wheres) of every record, each value checked (bertcli.io.records)."""
     for name, what in ((cfg.text_column, "text"), (cfg.text_pair_column, "text-pair"), (cfg.id_column, "id")) + \
             (((cfg.label_column, "label"),) if labelled else ()):
@@ -73,7 +78,7 @@ def _read_rows(table: Table, cfg, labelled: bool):
     where: list[str] = []
     for w, rec in table.records():
         text.append(records.text(rec, cfg.text_column, w, "--text-column"))
-        if pair is not None:
+        if pair is not None and cfg.text_pair_column:     # a list exactly when the column is named
             pair.append(records.text(rec, cfg.text_pair_column, w, "--text-pair-column"))
         ids.append(records.optional_text(rec, cfg.id_column, w, str(len(ids))))
         if labelled:
@@ -111,7 +116,7 @@ def _spell(value) -> str:
     return str(value).strip()
 
 
-def to_split(table: Table, name: str, cfg, labels, labelled: bool, rows=None) -> SequenceSplit:
+def to_split(table: Table, name: str, cfg: ClassifyConfig, labels, labelled: bool, rows=None) -> SequenceSplit:
     text, pair, ids, raw, where = rows if rows is not None else _read_rows(table, cfg, labelled)
     y = None
     if labelled:
@@ -128,7 +133,7 @@ def to_split(table: Table, name: str, cfg, labels, labelled: bool, rows=None) ->
     return SequenceSplit(name, table.source, text, pair, y, ids)
 
 
-def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
+def load_classify(cfg: FinetuneConfig, train: Path, dev: Path, test: Path | None, encoding: str | None = None,
                   max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[LabelSpec, TaskSplits[SequenceSplit]]:
     """Read and check all files before any model is loaded (lines bounded by corpus.max_line_bytes):
     the labels (from the training file) and the splits."""
@@ -156,7 +161,7 @@ def load_classify(cfg, train: Path, dev: Path, test: Path | None, encoding: str 
 class ClassifyTask(SequenceTask):
     """The classification task on your own files: labels from the training file."""
 
-    def __init__(self, cfg, train: Path, dev: Path, test: Path | None = None, encoding: str | None = None,
+    def __init__(self, cfg: FinetuneConfig, train: Path, dev: Path, test: Path | None = None, encoding: str | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         super().__init__("classify", overlay(cfg, cfg.classify))
         self.cfg, self.files = cfg, (train, dev, test)
@@ -169,7 +174,7 @@ class ClassifyTask(SequenceTask):
         return splits
 
 
-def run_classify(recipe, checkpoint: Path, train: Path, dev: Path, test: Path | None = None,
+def run_classify(recipe: Recipe, checkpoint: Path, train: Path, dev: Path, test: Path | None = None,
                  out: Path | None = None, encoding: str | None = None, **columns) -> dict:
     """Fine-tune on your own files; `columns` override finetune.classify keys (the CLI flags)."""
     if columns:

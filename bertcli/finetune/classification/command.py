@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from bertcli.config.options import EncodingOpt
 from bertcli.finetune.command import TaskCommand
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.finetune.sweep import Plan
 
 
 def glue_options(
@@ -27,7 +32,7 @@ def glue_options(
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
 
 
-def glue_from_flags(recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
+def glue_from_flags(recipe: Recipe, checkpoint: Path, out: Path, tasks: str, data_dir: Path | None = None,
              hub: str | None = None, from_mnli: bool = False) -> dict:
     from bertcli.finetune.classification.glue_run import run_glue as run
 
@@ -35,8 +40,8 @@ def glue_from_flags(recipe, checkpoint: Path, out: Path, tasks: str, data_dir: P
     return run(recipe, checkpoint=checkpoint, task=tasks, data_dir=data_dir, hub=hub, out=out)
 
 
-def sweep_glue_from_flags(plan, recipe, checkpoint: Path, out: Path, force: bool, tasks: str, data_dir: Path | None = None,
-               hub: str | None = None, from_mnli: bool = False) -> dict:
+def sweep_glue_from_flags(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
+                          data_dir: Path | None = None, hub: str | None = None, from_mnli: bool = False) -> dict:
     from bertcli.finetune.classification.glue_sweep import sweep_glue as run
 
     return run(plan, recipe, checkpoint, out, force, tasks, data_dir=data_dir, hub=hub, from_mnli=from_mnli)
@@ -58,7 +63,7 @@ def classify_options(
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""
 
 
-def classify_from_flags(recipe, checkpoint: Path, out: Path, train: Path, dev: Path, test: Path | None = None,
+def classify_from_flags(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path, test: Path | None = None,
                  text_column: str | None = None, text_pair_column: str | None = None, label_column: str | None = None,
                  regression: bool | None = None, encoding: str | None = None) -> dict:
     from bertcli.finetune.classification.classify import run_classify as run

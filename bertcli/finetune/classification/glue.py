@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
+
+if TYPE_CHECKING:
+    from bertcli.config.sections import FinetuneConfig
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,12 @@ def get_task(name: str) -> TaskSpec:
     )
 
 
-def resolve_hyper(cfg, task: TaskSpec) -> Hyper:
+def resolve_hyper(cfg: FinetuneConfig, task: TaskSpec) -> Hyper:
     """finetune.<key> overlaid by finetune.tasks.<task>.<key> where that is set."""
     return overlay(cfg, task_overrides(cfg).get(task.name))
 
 
-def task_overrides(cfg) -> dict:
+def task_overrides(cfg: FinetuneConfig) -> dict:
     """finetune.tasks keyed by canonical task name; an unknown task key is a UserError. Keys that
     spell the same task (`rte` in the recipe, `RTE` from --set) merge, later values winning."""
     import dataclasses

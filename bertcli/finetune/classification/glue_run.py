@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -27,13 +28,17 @@ from bertcli.finetune.classification.submission import prediction_strings, write
 from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
+
 
 class GlueTask(SequenceTask):
     """One GLUE task: its preset's labels and metrics; test predictions go to `submission`
     (the run folder's submission/, beside the task folders) as the GLUE server wants them."""
 
-    def __init__(self, spec: TaskSpec, cfg, submission: Path, data_dir: Path | None = None, hub: str | None = None,
-                 data: TaskData | None = None):
+    def __init__(self, spec: TaskSpec, cfg: FinetuneConfig, submission: Path, data_dir: Path | None = None,
+                 hub: str | None = None, data: TaskData | None = None):
         super().__init__(spec.name, resolve_hyper(cfg, spec), spec.label)
         self.glue, self.submission = spec, Path(submission)
         self.source, self.bad_rows, self.given = (data_dir, hub), cfg.bad_rows, data
@@ -71,7 +76,7 @@ class GlueTask(SequenceTask):
                  f"{metrics.format_metrics(self.glue, results['dev'])}  (epoch {results['best_epoch']})")]
 
 
-def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, hub: str | None = None,
+def run_glue(recipe: Recipe, checkpoint: Path, task: str, data_dir: Path | None = None, hub: str | None = None,
              out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on `task` (a name, comma-separated names, or `all`); returns the
     summary written to glue_results.json (also when one task ran)."""
@@ -102,7 +107,7 @@ def run_glue(recipe, checkpoint: Path, task: str, data_dir: Path | None = None, 
     return summary
 
 
-def run_glue_task(recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
+def run_glue_task(recipe: Recipe, checkpoint: Path, data: TaskData, out: Path, init: str = "pretrained") -> dict:
     """Fine-tune one GLUE task read already (`data`) into `out/<task>/`, submission files into
     `out/submission/`; returns results.json's content."""
     task = GlueTask(data.task, recipe.finetune, Path(out) / "submission", data=data)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from bertcli.finetune.classification.glue import GLUE_ORDER, TASKS, TaskSpec, re
 from bertcli.finetune.classification.glue_data import load_task
 from bertcli.finetune.classification.glue_run import GlueTask, select_tasks
 from bertcli.finetune.classification.submission import write_json
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
 
 FROM_MNLI = ("rte", "mrpc", "stsb")
 AVERAGE_RULE = ("GLUE-dev average: the mean over the 8 tasks without WNLI of each task's cell, a task with two "
@@ -49,13 +54,13 @@ def task_order(specs: list[TaskSpec], from_mnli: bool) -> list[TaskSpec]:
     return [TASKS["mnli"]] + [s for s in specs if s.name != "mnli"]
 
 
-def steps_of(spec: TaskSpec, cfg, n_train: int) -> int:
+def steps_of(spec: TaskSpec, cfg: FinetuneConfig, n_train: int) -> int:
     """About how many optimizer steps one run of the task takes (the engine's schedule)."""
     hyper = resolve_hyper(cfg, spec)
     return max(1, math.ceil(hyper.epochs * math.ceil(n_train / hyper.batch_size)))
 
 
-def sweep_glue(plan: sweeps.Plan, recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
+def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, force: bool, tasks: str,
                data_dir: Path | None = None, hub: str | None = None, from_mnli: bool = False) -> dict:
     """The GLUE protocol into `out`; results.json's content ({"sweep": ... with "glue"})."""
     cfg = recipe.finetune
@@ -82,7 +87,7 @@ def sweep_glue(plan: sweeps.Plan, recipe, checkpoint: Path, out: Path, force: bo
         elif from_mnli and spec.name in FROM_MNLI:
             console.log(f"warning: {spec.glue_name} starts from {checkpoint}: no MNLI run finished to start from")
 
-        def one_run(r, folder: Path, spec=spec, start=start) -> dict:
+        def one_run(r: Recipe, folder: Path, spec: TaskSpec = spec, start: Path = start) -> dict:
             rel = folder.relative_to(out / spec.name).as_posix()
             task = GlueTask(spec, r.finetune, out / "submissions" / spec.name / rel, data=data[spec.name])
             return runner.finetune_task(task, r, start, folder, show=False)

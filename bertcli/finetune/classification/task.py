@@ -25,6 +25,8 @@ from bertcli.tasks.classification import label_of
 if TYPE_CHECKING:
     import torch
 
+    from bertcli.tokenization.load import TokenizerInfo
+
 
 class SequenceTask(Task[SequenceSplit, np.ndarray]):
     """Classification of a text (pair) into `spec.labels` (None: regression). Subclasses read
@@ -54,7 +56,7 @@ class SequenceTask(Task[SequenceSplit, np.ndarray]):
     def model_kwargs(self) -> dict:
         return {"num_labels": self.spec.num_labels, "labels": self.spec.names}
 
-    def featurize(self, split: SequenceSplit, tok, zero_types: bool) -> Features:
+    def featurize(self, split: SequenceSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         is_test = any(split is s for s in self.data.test)
         what = "train" if split is self.data.train else split.name
         if is_test and split.name != "test":

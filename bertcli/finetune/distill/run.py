@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
@@ -24,11 +25,16 @@ from bertcli.finetune.distill.unlabelled import add_unlabelled
 from bertcli.finetune.qa.task import SquadTask
 from bertcli.finetune.tagging.task import NerTask
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import DistillConfig
+    from bertcli.finetune.task import Task
+
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun
                              # into the same --out reads the earlier result's before replacing it
 
 
-def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
+def run_distill(recipe: Recipe, checkpoint: Path, task: Task, out: Path, layers: int | None = None, student: str | None = None,
                 unlabelled: Path | None = None, time_onnx: Callable[[Path, Path, int], dict] | None = None) -> dict:
     """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content.
     `time_onnx` (bertcli.export.speed.teacher_student_speed, from the caller: export sits above
@@ -59,7 +65,7 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
 WEIGHTS = ("soft_weight", "hard_weight", "hidden_weight", "attention_weight")
 
 
-def check_weights(cfg) -> None:
+def check_weights(cfg: DistillConfig) -> None:
     """Before any work: some loss has a weight. With every weight 0 the loss is 0 x (each term),
     nothing the student could learn from (and NaN where a term is infinite)."""
     if not any(getattr(cfg, name) > 0 for name in WEIGHTS):
@@ -74,7 +80,7 @@ def summary_rows(results: dict) -> list[tuple[str, str]]:
     d = results["distill"]
     t, s = d["teacher"], d["student"]
 
-    def mb(n):
+    def mb(n: float | None) -> str:
         return "-" if n is None else f"{n / 1e6:.1f} MB"
 
     return [("score (teacher / student)", f"{100 * t['score']:.1f} / {100 * s['score']:.1f}"),
@@ -101,9 +107,9 @@ def speed_rows(speed: dict | None) -> list[tuple[str, str]]:
     return rows
 
 
-def make_task(name: str, recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
+def make_task(name: str, recipe: Recipe, train: Path | None = None, dev: Path | None = None, test: Path | None = None,
               data_dir: Path | None = None, hub: str | None = None, version: int = 1, encoding: str | None = None,
-              **columns):
+              **columns) -> tuple[Task, Recipe]:
     """The fine-tuning task `name` (classify, ner, squad) on the finetune commands' data flags;
     (task, recipe with the column flags in its classify block)."""
     if name == "classify":

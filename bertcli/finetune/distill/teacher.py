@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,6 +37,11 @@ from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
 
+if TYPE_CHECKING:
+    from bertcli.config.sections import DistillConfig, FinetuneConfig
+    from bertcli.finetune.engine import FitResult
+    from bertcli.finetune.task import Features, Task
+
 HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_outputs"}
 
 
@@ -45,7 +50,7 @@ def parameter_count(model: Any) -> int:
 
 
 class Teacher:
-    def __init__(self, directory: Path, settings, student_spec: str | None = None, layers: int | None = None,
+    def __init__(self, directory: Path, settings: DistillConfig, student_spec: str | None = None, layers: int | None = None,
                  cache_dir: Path | None = None, time_onnx: Callable[[Path, Path, int], dict] | None = None):
         self.directory, self.settings = Path(directory), settings
         # (teacher dir, student dir, tokens) -> results.json's distill.speed; the export layer's
@@ -65,7 +70,7 @@ class Teacher:
         self.intermediate = s.hidden_weight > 0 or s.attention_weight > 0
 
     # ------------------------------------------------------------------ models
-    def student(self, task, cfg, seed: int) -> tuple[Any, LoadReport]:
+    def student(self, task: Task, cfg: FinetuneConfig, seed: int) -> tuple[Any, LoadReport]:
         d = self.directory
         own = read_config(d, task.head).labels
         if task.labels is not None and own is not None and tuple(own) != tuple(task.labels):
@@ -108,7 +113,7 @@ class Teacher:
         self.student_source = source
         return student, LoadReport(d)
 
-    def attach(self, opt, device) -> list:
+    def attach(self, opt: torch.optim.Optimizer, device: torch.device) -> list:
         if self.project is None:
             return []
         self.project.to(device)
@@ -117,7 +122,8 @@ class Teacher:
         return params
 
     # ------------------------------------------------------------------ soft targets
-    def prepare(self, task, train, devs: dict, pad_id: int, cfg, device) -> None:
+    def prepare(self, task: Task, train: Features, devs: dict, pad_id: int, cfg: FinetuneConfig,
+                device: torch.device) -> None:
         assert self.model is not None, "student() first"
         self.model.to(device)
         self.device, self.train = device, train
@@ -143,14 +149,14 @@ class Teacher:
         self.cache_state = "computed"
         console.log(f"distill: the teacher's logits on {len(train):,} training features computed once, for every epoch")
 
-    def _key(self, task, train, cfg) -> str:
+    def _key(self, task: Task, train: Features, cfg: FinetuneConfig) -> str:
         h = hashlib.sha256(weights_sha256(self.directory).encode() + task.head.encode())
         for a in (train.ids, train.types, train.offsets, *train.per_token.values(), *train.per_feature.values()):
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()[:24]
 
     @torch.no_grad()
-    def _compute(self, task, train, pad_id: int, cfg, device) -> Tensor:
+    def _compute(self, task: Task, train: Features, pad_id: int, cfg: FinetuneConfig, device: torch.device) -> Tensor:
         """The teacher's soft-target logits on every training feature (rows keyed as `_keys`)."""
         cache = None
         for index in eval_batches(train, cfg.eval_batch_size):
@@ -210,7 +216,7 @@ class Teacher:
         return self.cache[keys]
 
     # ------------------------------------------------------------------ the loss
-    def loss(self, task, outputs, batch) -> Tensor:
+    def loss(self, task: Task, outputs: Any, batch: dict) -> Tensor:   # outputs: the task's forward's
         s = self.settings
         rows, mask = self._rows(task, outputs, batch)
         targets = self._targets(task, batch, rows)
@@ -252,7 +258,7 @@ class Teacher:
         return task.loss((start[keep], end[keep]), {k: batch[k][keep] for k in ("start_positions", "end_positions")})
 
     # ------------------------------------------------------------------ the record
-    def results(self, model: Any, directory: Path, fit) -> dict:
+    def results(self, model: Any, directory: Path, fit: FitResult) -> dict:
         assert self.model is not None
         t_file = self.directory / "model.safetensors"
         s_file = Path(directory) / "model.safetensors"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,10 +34,14 @@ from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding, read_lines
 from bertcli.tasks.qa.data import SquadSplit, _Builder, read_json
 
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+    from bertcli.finetune.task import Task
+
 TAG = re.compile(r"^(O|[BIESLU]-\S+)$")      # a CoNLL tag column's values
 
 
-def add_unlabelled(task, path: Path, recipe) -> int:
+def add_unlabelled(task: Task, path: Path, recipe: Recipe) -> int:
     """Append the examples of `path` to `task.data.train`, unlabelled; their number."""
     path = Path(path)
     if not path.exists():
@@ -65,7 +70,7 @@ def add_unlabelled(task, path: Path, recipe) -> int:
     return n
 
 
-def _classify(task, train: SequenceSplit, path: Path, opts: LineOptions, recipe) -> tuple[SequenceSplit, int]:
+def _classify(task, train: SequenceSplit, path: Path, opts: LineOptions, recipe: Recipe) -> tuple[SequenceSplit, int]:
     if task.spec.is_regression:
         raise UserError("--unlabelled is for classification, not regression", where="--unlabelled",
                         fix="leave --unlabelled out")

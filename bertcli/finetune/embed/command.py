@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -10,6 +12,10 @@ from bertcli.config.options import EncodingOpt, num_option
 from bertcli.config.sections import EmbedConfig  # pure data: the flag shares its declared range
 from bertcli.core.errors import UserError
 from bertcli.finetune.command import TaskCommand
+
+if TYPE_CHECKING:
+    from bertcli.config.options import SweepArgs
+    from bertcli.config.recipe import Recipe
 
 
 def embed_options(
@@ -55,8 +61,8 @@ def int_list(text: str | list[int] | None, flag: str) -> list[int] | None:
     return values
 
 
-def embed_from_flags(recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None = None, unsupervised: bool | None = None,
-              anchor_column: str | None = None, positive_column: str | None = None,
+def embed_from_flags(recipe: Recipe, checkpoint: Path, out: Path, train: Path, dev: Path | None = None,
+                     unsupervised: bool | None = None, anchor_column: str | None = None, positive_column: str | None = None,
               negative_column: list[str] | None = None, text_column: str | None = None,
               text_pair_column: str | None = None, score_column: str | None = None,
               dims: str | list[int] | None = None, pooling: str | None = None, normalize: bool | None = None,
@@ -72,7 +78,7 @@ def embed_from_flags(recipe, checkpoint: Path, out: Path, train: Path, dev: Path
                encoding=encoding, **{k: v for k, v in flags.items() if v is not None})
 
 
-def check_sweep(sweep, options) -> None:
+def check_sweep(sweep: SweepArgs, options: Mapping[str, Any]) -> None:
     """A learning-rate grid selects on dev: without --dev there is nothing to select on."""
     if sweep.rates and options.get("dev") is None:
         raise UserError(f"--lr {','.join(f'{r:g}' for r in sweep.rates)} is a grid of rates, and finetune embed "

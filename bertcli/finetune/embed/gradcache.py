@@ -20,7 +20,7 @@ CachedMultipleNegativesRankingLoss works the same way).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ class RngState:
         self.cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
 
     @contextlib.contextmanager
-    def restored(self):
+    def restored(self) -> Iterator[None]:
         """Run the body from this state; afterwards the RNGs continue from where the body left
         them (the same place as after the first pass, so a run stays deterministic)."""
         torch.set_rng_state(self.cpu)

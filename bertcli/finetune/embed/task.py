@@ -35,6 +35,11 @@ from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, write_sen
 
 if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is trained: a bad file is reported without them
     import torch
+    from torch import nn
+
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
+    from bertcli.tokenization.load import TokenizerInfo
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}
 
@@ -56,7 +61,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     name = "embed"
     head = "pretraining"  # the encoder is all it reads; the checkpoint's own heads load and stay unused
 
-    def __init__(self, cfg, train: Path, dev: Path | None, checkpoint: Path, encoding: str | None = None,
+    def __init__(self, cfg: FinetuneConfig, train: Path, dev: Path | None, checkpoint: Path, encoding: str | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self.cfg, self.block = cfg, cfg.embed
         self.hyper = overlay(cfg, cfg.embed)
@@ -84,7 +89,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         cache = f", GradCache mini-batches of {self.block.mini_batch_size}" if self.block.mini_batch_size else ""
         return f"embed ({KIND_WORDS[self.kind]}, {self.pooling.mode} pooling{cache})"
 
-    def featurize(self, split, tok, zero_types: bool) -> Features:
+    def featurize(self, split, tok: TokenizerInfo, zero_types: bool) -> Features:
         """Train: examples as per-feature text ids (no tokens; the pool holds them). Dev: every
         text to embed."""
         self.pad_id = tok.pad_id
@@ -113,7 +118,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
 
         return step.objective(self, batch)
 
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         if not train:
             return self.embed(model, batch)
         from bertcli.finetune.embed import step
@@ -149,7 +154,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         loss = results["history"][-1]["train_loss"]
         return rows or [("train loss", "n/a" if loss is None else f"{loss:.4f}")]
 
-    def save_model(self, model, directory: Path, checkpoint: Path) -> None:
+    def save_model(self, model: nn.Module, directory: Path, checkpoint: Path) -> None:
         """The encoder checkpoint, then the sentence-transformers modules around it."""
         super().save_model(model, directory, checkpoint)
         write_sentence_dir(directory, self.pooling, self.hyper.max_seq_length)
@@ -160,7 +165,7 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
                 "scale": b.scale, "symmetric": b.symmetric, "mini_batch_size": b.mini_batch_size, "dims": list(b.dims)}
 
 
-def run_embed(recipe, checkpoint: Path, train: Path, dev: Path | None = None, out: Path | None = None,
+def run_embed(recipe: Recipe, checkpoint: Path, train: Path, dev: Path | None = None, out: Path | None = None,
               encoding: str | None = None, **options) -> dict:
     """Fine-tune an embedding model; `options` override finetune.embed keys (the CLI flags)."""
     if "negative_columns" in options:

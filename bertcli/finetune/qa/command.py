@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from bertcli.config.options import num_option
 from bertcli.finetune.command import TaskCommand
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 
 def squad_options(
@@ -26,7 +29,7 @@ def squad_options(
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
 
 
-def squad_from_flags(recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, version: int = 1,
+def squad_from_flags(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, version: int = 1,
               hub: str | None = None) -> dict:
     from bertcli.finetune.qa.task import run_squad as run
 

@@ -33,13 +33,18 @@ from bertcli.tasks.qa.decode import Decoded, SpanFeaturizer
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
+
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 class SquadTask(Task[SquadSplit, Decoded]):
     head = "qa"
     labels = None
 
-    def __init__(self, cfg, version: int, data_dir: Path | None = None, hub: str | None = None):
+    def __init__(self, cfg: FinetuneConfig, version: int, data_dir: Path | None = None, hub: str | None = None):
         if (data_dir is None) == (hub is None):
             raise UserError("give exactly one of --data-dir (local SQuAD files) and --hub (a `datasets` name)",
                             fix="e.g. --data-dir squad/ (train-v1.1.json, dev-v1.1.json), or --hub rajpurkar/squad")
@@ -67,7 +72,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
         return f"SQuAD {self.data.facts['version']} ({len(self.data.dev[0]):,} dev questions)"
 
     # ------------------------------------------------------------------------- features
-    def featurize(self, split: SquadSplit, tok, zero_types: bool) -> Features:
+    def featurize(self, split: SquadSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         is_train = split is self.data.train
         f = self.featurizer(tok).windows(split, zero_types, labels=is_train)
         self.windows[split.name] = len(f)
@@ -84,7 +89,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
                         per_feature=per_feature, extra={"squad": f})
 
     # ------------------------------------------------------------------------- model side
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         start, end = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         pad = batch["attention_mask"] == 0
         # padding can never be an answer: out of the softmax
@@ -185,7 +190,7 @@ class SquadTask(Task[SquadSplit, Decoded]):
 
 
 # ----------------------------------------------------------------------------------- command
-def run_squad(recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
+def run_squad(recipe: Recipe, checkpoint: Path, data_dir: Path | None = None, hub: str | None = None,
               version: int = 1, out: Path | None = None) -> dict:
     """Fine-tune `checkpoint` on SQuAD; returns results.json's content."""
     return runner.finetune_task(SquadTask(recipe.finetune, version, data_dir, hub), recipe, checkpoint, out)

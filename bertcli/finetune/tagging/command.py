@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from bertcli.config.options import EncodingOpt
 from bertcli.finetune.command import TaskCommand
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
 
 
 def ner_options(
@@ -19,7 +23,7 @@ def ner_options(
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
 
 
-def ner_from_flags(recipe, checkpoint: Path, out: Path, data_dir: Path, encoding: str | None = None) -> dict:
+def ner_from_flags(recipe: Recipe, checkpoint: Path, out: Path, data_dir: Path, encoding: str | None = None) -> dict:
     from bertcli.finetune.tagging.task import run_ner as run
 
     return run(recipe, checkpoint=checkpoint, data_dir=Path(data_dir), out=out, encoding=encoding)

@@ -53,7 +53,7 @@ def read_conll(path: Path, name: str, tag_column: int = -1, encoding: str | None
     labels: list[str] = []
     start, width = 0, None
 
-    def flush():
+    def flush() -> None:
         if words:
             tokens.append(list(words))
             tags.append(list(labels))

@@ -32,6 +32,11 @@ from bertcli.tasks.tagging.windows import TagFeaturizer, per_word
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
+
+    from bertcli.config.recipe import Recipe
+    from bertcli.config.sections import FinetuneConfig
+    from bertcli.tokenization.load import TokenizerInfo
 
 
 class NerTask(Task[TagSplit, list[list[str]]]):
@@ -39,7 +44,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
     head = "token"
     labels: tuple[str, ...]                 # set from the training entity types (__init__)
 
-    def __init__(self, cfg, data_dir: Path, encoding: str | None = None):
+    def __init__(self, cfg: FinetuneConfig, data_dir: Path, encoding: str | None = None):
         self.block = cfg.ner
         self.hyper = overlay(cfg, self.block)
         self.data_dir, self.encoding = Path(data_dir), encoding
@@ -101,12 +106,12 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                                     "(same tag set and scheme in every split?)")
 
     # -- features -------------------------------------------------------------------------------
-    def featurizer(self, tok):
+    def featurizer(self, tok: TokenizerInfo) -> TagFeaturizer:
         """The featurizer predict uses on this model: this run's window length and overlap."""
         return TagFeaturizer(Context(tok, self.labels, self.hyper.max_seq_length,
                                      {"window_overlap": self.block.window_overlap}))
 
-    def featurize(self, split: TagSplit, tok, zero_types: bool) -> Features:
+    def featurize(self, split: TagSplit, tok: TokenizerInfo, zero_types: bool) -> Features:
         rows_ids, rows_labels, rows_words, example = [], [], [], []
         with console.progress(f"tokenizing ner {split.name}", total=len(split)) as bar:
             for e, (wins, tags) in enumerate(zip(self.featurizer(tok).encode_sentences(split.tokens), split.tags)):
@@ -121,7 +126,7 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         return pack(rows_ids, types, example, zero_types, labels=rows_labels, word=rows_words)
 
     # -- model ------------------------------------------------------------------------------
-    def forward(self, model, batch: dict, train: bool):
+    def forward(self, model: nn.Module, batch: dict, train: bool):
         # Only the words' first sub-tokens are read: the last layer computes just those rows.
         key = "labels" if train else "word"
         positions = batch[key].reshape(-1).ne(-100).nonzero().squeeze(1)     # [n] flat
@@ -194,6 +199,6 @@ class NerTask(Task[TagSplit, list[list[str]]]):
                 + [(f"{t} F1", f"{100 * dev[t + '/f1']:.1f}") for t in sorted({k.split('/')[0] for k in dev if '/' in k})])
 
 
-def run_ner(recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
+def run_ner(recipe: Recipe, checkpoint: Path, data_dir: Path, out: Path | None = None, encoding: str | None = None) -> dict:
     """Fine-tune `checkpoint` on the tagged data in `data_dir`; returns results.json's content."""
     return runner.finetune_task(NerTask(recipe.finetune, data_dir, encoding), recipe, checkpoint, out)

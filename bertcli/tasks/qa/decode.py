@@ -23,7 +23,7 @@ import numpy as np
 
 from bertcli.config.sections import SquadConfig
 from bertcli.core.errors import UserError
-from bertcli.tasks.featurizer import field
+from bertcli.tasks.featurizer import Context, field
 from bertcli.tasks.qa.data import SquadSplit
 from bertcli.tasks.qa.features import Windows, build_features
 
@@ -144,7 +144,7 @@ QA_WINDOW = 384   # recipes/squad.yaml's max_seq_length: windows for a QA model 
 class _Window:
     """One window as predict's batches read it."""
 
-    def __init__(self, ids, type_ids):
+    def __init__(self, ids: list[int], type_ids: list[int]) -> None:
         self.ids, self.type_ids = ids, type_ids
 
 
@@ -154,7 +154,7 @@ class SpanFeaturizer:
     max_query_length, n_best, max_answer_length, null_threshold; version 2 (the null span may
     win, `allow_impossible`) or 1. SquadTask and predict both go through `windows` / `answers`."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         d = SquadConfig()
         # a model bertcli did not fine-tune gets the squad recipe's 384-token windows (or fewer positions)

@@ -26,7 +26,7 @@ import numpy as np
 
 from bertcli.config.sections import NerConfig
 from bertcli.core.errors import UserError
-from bertcli.tasks.featurizer import TEXT, field, softmax
+from bertcli.tasks.featurizer import TEXT, Context, field, softmax
 from bertcli.tasks.qa.features import tight_spans
 from bertcli.tasks.tagging.schemes import entities
 
@@ -183,10 +183,11 @@ class TagFeaturizer:
     `max_length` tokens (fine-tuning's alignment, window overlap and owners) -> per-word tags
     and their entities (conlleval's chunking) with character offsets."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: Context) -> None:
         if not ctx.labels:
             raise UserError("the model's config.json has no labels (id2label)", fix="export a fine-tuned tagger")
         self.ctx, self.info = ctx, ctx.info
+        self.labels: tuple[str, ...] = ctx.labels                  # known: refused above without them
         self.room = ctx.max_length - 2                             # [CLS] ... [SEP] / <s> ... </s>
         self.overlap = min(int(ctx.option("window_overlap", NerConfig.window_overlap)), self.room // 2)
 
@@ -230,7 +231,7 @@ class TagFeaturizer:
         picked = [(win.word[win.word >= 0], out["logits"][win.word >= 0]) for win, out in zip(windows, outputs)]
         logits = per_word(len(windows.spans), picked)                                  # [words, C]
         probs = softmax(logits.astype(np.float64))
-        labels = self.ctx.labels
+        labels = self.labels
         tags = [labels[int(i)] for i in logits.argmax(-1)] if len(logits) else []    # fine-tuning's argmax
         text, spans, found = windows.text, windows.spans, []
         for typ, a, b in entities(tags):
