@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
-from bertcli.config.options import EncodingOpt
+from bertcli.config.options import EncodingOpt, option
 from bertcli.finetune.command import TaskCommand
 
 
 def ner_options(
-    data_dir: Path = typer.Option(..., "--data-dir", "-d",
-                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+    data_dir: Path = option(..., "--data-dir",
+                            help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
                                   "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     encoding: str | None = EncodingOpt,
 ) -> None:
