@@ -155,9 +155,14 @@ RENAMED = (
     Renamed(("--task", "-t"), "--teacher-task", ("distill",)),
 )
 
-# Every OptionInfo made from the declarations above (`option`, `num_option`): a test checks
-# that each option of each command is one of them.
-MADE: list = []
+# Every OptionInfo made from the declarations above (`option`, `num_option`) carries the name of
+# its declaration (`declared`), so a test can check that each option of each command is one.
+DECLARED = "_bertcli_declared"
+
+
+def _made(info, name: str):
+    setattr(info, DECLARED, name)
+    return info
 
 
 def option(default, name: str, *, help: str | None = None, **kwargs):
@@ -167,9 +172,7 @@ def option(default, name: str, *, help: str | None = None, **kwargs):
         flag = FLAGS[name]
     except KeyError:
         raise TypeError(f"{name} is not declared in bertcli/config/options.py FLAGS") from None
-    info = typer.Option(default, *flag.decls, help=flag.help if help is None else help, **kwargs)
-    MADE.append(info)
-    return info
+    return _made(typer.Option(default, *flag.decls, help=flag.help if help is None else help, **kwargs), name)
 
 
 def pooling_option(command: str, supported: tuple[str, ...], default: str | None, help: str):
@@ -218,9 +221,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
         return value
 
     check.bounds = {k: fld.metadata.get(k) for k in ("ge", "gt", "le")}  # type: ignore[attr-defined]  # read by tests
-    info = typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
-    MADE.append(info)
-    return info
+    return _made(typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check), names[0])
 
 
 # ------------------------------------------------------------------ the shared fine-tuning flags
