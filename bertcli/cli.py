@@ -99,6 +99,14 @@ def _show(result) -> dict:
     return {"stage": result.name, "path": result.path, "reused": result.reused, **dict(result.summary)}
 
 
+def _pretrain_figures(result) -> dict:
+    """What `pretrain --json` prints: the run's figures (its summary's, unformatted)."""
+    keys = ("run_dir", "step", "max_steps", "tokens", "seconds", "train_seconds", "stage_seconds", "checkpoint",
+            "resumed_from", "interrupted", "last", "last_val")
+    return {**{k: getattr(result, k) for k in keys},
+            "stages": [{"stage": r.name, "path": r.path, "reused": r.reused, **dict(r.summary)} for r in result.stages]}
+
+
 def _jsonable(value):
     """jsonout's fallback for what a command reports: paths as text, dataclasses as dicts."""
     if isinstance(value, Path):
@@ -240,7 +248,8 @@ def pretrain(
     if init_from is not None:
         set_ = [*(set_ or []), f"model.init_from={jsonout.dumps(str(init_from))}"]
     with _reporting(as_json) as report:
-        result = report(api.pretrain(recipe, set_, resume=resume, force=force))
+        result = api.pretrain(recipe, set_, resume=resume, force=force)
+        report(_pretrain_figures(result))
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 

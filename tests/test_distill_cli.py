@@ -137,7 +137,8 @@ def test_bad_inputs_are_one_message_each(keyword, tmp_path):
                 "--dev", str(d / "dev.csv"), "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert_user_error(r, "no task head", "bertcli finetune classify -c")
     # more layers than the teacher has
-    assert_user_error(distill(keyword, tmp_path / "b", "--student-layers", "3"), "--student-layers 3 is more than the teacher's 2 layers")
+    assert_user_error(distill(keyword, tmp_path / "b", "--student-layers", "3"),
+                      "--student-layers 3 is more than the teacher's 2 layers")
     # a student of another vocabulary, and one of another family
     other = tiny_checkpoint(tmp_path / "other_vocab", corpus_texts())
     assert_user_error(distill(keyword, tmp_path / "c", "--student", str(other)), "vocabulary", "teacher's tokenizer")

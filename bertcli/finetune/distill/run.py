@@ -33,10 +33,11 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
     checkpoint = Path(checkpoint)
     check_weights(recipe.finetune.distill)
     if layers is not None and student is not None:
-        raise UserError("give --student-layers K or --student SPEC, not both", fix="--student-layers 4 (a subset of the teacher's "
-                                                                            "layers) or --student DIR_OR_RECIPE")
+        raise UserError("give --student-layers K or --student SPEC, not both",
+                        fix="--student-layers 4 (a subset of the teacher's layers) or --student DIR_OR_RECIPE")
     if layers is not None and layers < 1:
-        raise UserError(f"--student-layers {layers} is not a positive number of layers", where="--student-layers", fix="e.g. --student-layers 4")
+        raise UserError(f"--student-layers {layers} is not a positive number of layers", where="--student-layers",
+                        fix="e.g. --student-layers 4")
     runner.check_checkpoint(checkpoint)
     check_teacher_head(checkpoint, task.head)
     out = runner.prepare(task, recipe, checkpoint, out)

@@ -87,7 +87,8 @@ def _family_and_vocab(student_cfg, teacher_cfg, spec: str) -> None:
         raise UserError(f"the student {spec} has a vocabulary of {student_cfg.vocab_size:,} tokens (padding id "
                         f"{student_cfg.pad_token_id}) and the teacher {teacher_cfg.vocab_size:,} (padding id "
                         f"{teacher_cfg.pad_token_id}): the student must read the teacher's token ids", where=spec,
-                        fix="pretrain the student with the teacher's tokenizer (tokenizer.from: TEACHER), or use --student-layers K")
+                        fix="pretrain the student with the teacher's tokenizer (tokenizer.from: TEACHER), or use "
+                            "--student-layers K")
 
 
 def _same_tokenizer(student_dir: Path, teacher_dir: Path) -> None:
