@@ -96,6 +96,10 @@ def _show(result) -> dict:
     """Print a stage's summary; its figures, as --json reports them."""
     state = "reused" if result.reused else "built"
     console.summary(f"{result.name} ({state}): {result.path}", result.summary)
+    return _stage_figures(result)
+
+
+def _stage_figures(result) -> dict:
     return {"stage": result.name, "path": result.path, "reused": result.reused, **dict(result.summary)}
 
 
@@ -104,7 +108,7 @@ def _pretrain_figures(result) -> dict:
     keys = ("run_dir", "step", "max_steps", "tokens", "seconds", "train_seconds", "stage_seconds", "checkpoint",
             "resumed_from", "interrupted", "last", "last_val")
     return {**{k: getattr(result, k) for k in keys},
-            "stages": [{"stage": r.name, "path": r.path, "reused": r.reused, **dict(r.summary)} for r in result.stages]}
+            "stages": [_stage_figures(r) for r in result.stages]}
 
 
 def _jsonable(value):
@@ -186,7 +190,7 @@ def explain(section: str | None = typer.Argument(None,
 @app.command()
 def info(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt,
          yaml_only: bool = option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
-                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
+                                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
     """Print the resolved recipe, what would be built where, and the model's size."""
     from bertcli.info import describe
 
@@ -215,8 +219,8 @@ def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild: 
 @app.command("build-data")
 def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild: bool = RebuildOpt,
                all_phases: bool = option(False, "--all-phases",
-                                               help="A multi-phase recipe: build every phase's data, not only the first "
-                                                    "phase's."), as_json: bool = JsonOpt) -> None:
+                                         help="A multi-phase recipe: build every phase's data, not only the first "
+                                              "phase's."), as_json: bool = JsonOpt) -> None:
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
     when the run reaches them, or now with --all-phases."""
@@ -234,10 +238,10 @@ def pretrain(
                                 help="Continue the run in the output directory: `auto` (its newest complete checkpoint) or "
                                      "a checkpoint directory."),
     force: bool = option(False, "--force", help="Replace the run in the output directory (only what bertcli wrote "
-                         "there): the run starts over."),
+                                                "there): the run starts over."),
     init_from: Path | None = option(None, "--init-from",
-                                          help="Continued pretraining: start from this checkpoint directory (bertcli or "
-                                               "transformers) instead of random weights; same as --set model.init_from=PATH."),
+                                    help="Continued pretraining: start from this checkpoint directory (bertcli or "
+                                         "transformers) instead of random weights; same as --set model.init_from=PATH."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
@@ -272,20 +276,20 @@ def fill_mask(
 def evaluate_cmd(
     checkpoint: Path = option(..., "--checkpoint", help="A bertcli or transformers checkpoint directory."),
     corpus: list[Path] = option(..., "--corpus",
-                                      help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
+                                help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
     seed: int = num_option(42, "--seed", ge=0, le=MAX_SEED,
                            help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
                                 "tokenizer."),
     max_seq_length: int = num_option(128, "--max-seq-length", ge=8, le=MAX_LENGTH,
                                      help="Tokens per row (capped by the model's positions)."),
     objective: str | None = option(None, "--objective",
-                                         help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
-                                              "checkpoint has it)."),
+                                   help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
+                                        "checkpoint has it)."),
     pppl_rows: int = num_option(32, "--pppl-rows", ge=0, le=MAX_INT32,
                                 help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
     batch_size: int = num_option(32, "--batch-size", ge=1, le=MAX_BATCH, help="Rows per forward pass."),
     cache: Path = option(Path("runs/evaluate"), "--cache",
-                               help="Where the corpus, tokenizer and masked-data stages are cached."),
+                         help="Where the corpus, tokenizer and masked-data stages are cached."),
     threads: int | None = ThreadsOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -324,7 +328,7 @@ def export_cmd(
     optimize: bool = option(True, "--optimize",
                             help="ONNX Runtime's transformer fusions (kept only where they pass verification)."),
     force: bool = option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
-                         "(or export_info.json) lists are removed; anything else there stays."),
+                                                "(or export_info.json) lists are removed; anything else there stays."),
     threads: int | None = ThreadsOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -348,7 +352,7 @@ def predict_cmd(
     input_file: Path = option(..., "--input", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
     out: Path | None = option(None, "--out", help="jsonl output file (default: stdout)."),
     task: str | None = option(None, "--task", help="The head kind, when the model does not say it (export_info.json, "
-                              "config.json): " + ", ".join(FLAGS["--task"].values) + "."),
+                                                   "config.json): " + ", ".join(FLAGS["--task"].values) + "."),
     batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
     top_k: int = num_option(5, "--top-k", ge=1, le=MAX_VOCAB, help="fill-mask: candidates per mask."),
     pooling: str = pooling_option("predict", ("mean", "cls", "pooler"), "mean",
@@ -356,8 +360,8 @@ def predict_cmd(
     max_seq_length: int | None = num_option(None, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"),
                                             help="Truncate inputs to this many tokens (default: the model's maximum)."),
     allow_impossible: bool = option(False, "--allow-impossible",
-                                          help="question-answering: an empty answer wins when the null span scores higher (SQuAD "
-                                               "2.0)."),
+                                    help="question-answering: an empty answer wins when the null span scores higher (SQuAD "
+                                         "2.0)."),
     force: bool = option(False, "--force", help="Replace an existing --out file."),
     encoding: str | None = EncodingOpt,
     threads: int | None = ThreadsOpt,
@@ -374,7 +378,7 @@ def predict_cmd(
 def distill_cmd(
     checkpoint: Path = option(..., "--checkpoint",
                               help="The teacher: a model `bertcli finetune` wrote (or a transformers checkpoint with "
-                                         "a classification, token-classification or question-answering head)."),
+                                   "a classification, token-classification or question-answering head)."),
     teacher_task: str = option(..., "--teacher-task", help="classify, ner or squad: the teacher's task and its data flags."),
     train: Path | None = option(None, "--train", help="classify: the training file (as finetune classify)."),
     dev: Path | None = option(None, "--dev", help="classify: the dev file, scored after every epoch."),
@@ -386,15 +390,15 @@ def distill_cmd(
     hub: str | None = option(None, "--hub", help="squad: a `datasets` name (needs the network)."),
     squad_version: int = num_option(1, "--squad-version", ge=1, le=2, help="squad: 1 (v1.1) or 2 (v2.0)."),
     student_layers: int | None = num_option(None, "--student-layers", ge=1, le=MAX_LAYERS,
-                                    help="Student of K of the teacher's layers, evenly spaced, with its embeddings and head "
-                                         "(default 4)."),
+                                            help="Student of K of the teacher's layers, evenly spaced, with its embeddings "
+                                                 "and head (default 4)."),
     student: str | None = option(None, "--student",
-                                       help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
-                                            "(a fresh head)."),
+                                 help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
+                                      "(a fresh head)."),
     unlabelled: Path | None = option(None, "--unlabelled",
-                                           help="Examples only the teacher labels: classify, the training file's layout "
-                                                "and columns; ner, one sentence per line (or jsonl \"tokens\"); squad, "
-                                                "SQuAD JSON or jsonl \"question\" + \"context\" (answers not read)."),
+                                     help="Examples only the teacher labels: classify, the training file's layout "
+                                          "and columns; ner, one sentence per line (or jsonl \"tokens\"); squad, "
+                                          "SQuAD JSON or jsonl \"question\" + \"context\" (answers not read)."),
     recipe: str = option("distill", "--recipe",
                          help="Recipe whose `finetune` section (and its `distill` block) is used."),
     set_: list[str] | None = SetOpt,
@@ -455,10 +459,10 @@ def features(
 EMBED_POOLING_HELP = ("mean (over real tokens; last-layer-mean is the same), cls or max. Default: a sentence-transformers "
                       "directory's own, else mean.")
 NormalizeOpt = option(None, "--normalize", help="L2-normalize the embeddings (default: a "
-                      "sentence-transformers directory's 2_Normalize, else no).")
+                                                "sentence-transformers directory's 2_Normalize, else no).")
 EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, le=MAX_LENGTH,
                             help="Longer texts are truncated (default: the directory's "
-                            "max_seq_length, else 512, capped by the model's positions).")
+                                 "max_seq_length, else 512, capped by the model's positions).")
 
 
 @app.command("evaluate-embed")
@@ -491,7 +495,7 @@ def compare(
     markdown: bool = option(False, "--markdown", help="Print GitHub markdown tables (to paste into a paper or README)."),
     as_json: bool = JsonOpt,
     no_correction: bool = option(False, "--no-correction",
-                                       help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
+                                 help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
 ) -> None:
     """A scorecard across checkpoints: each task's median over seeds with its spread, and each pair tested (Welch)."""
     from bertcli.compare.render import render

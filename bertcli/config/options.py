@@ -57,7 +57,7 @@ _FLAGS = (
     Flag("--force", "Replace the earlier output: only what bertcli wrote there (its marker, .bertcli-output.json, "
          "lists it) is removed; anything else stays."),
     Flag("--resume", "Continue what is already in the output."),
-    Flag("--json", "Print the figures as JSON on stdout instead of tables (the tables go to stderr)."),
+    Flag("--json", "Print the figures as one JSON document on stdout instead of tables."),
     Flag("--input", "The texts or records to run the model on: .txt (one per line), .csv, .tsv, .jsonl, .parquet.",
          short="-i"),
     Flag("--train", "Training file."),

@@ -13,12 +13,12 @@ from bertcli.finetune.command import TaskCommand
 def squad_options(
     data_dir: Path | None = option(None, "--data-dir",
                                    help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                              "a `datasets` save_to_disk directory or parquet files."),
+                                        "a `datasets` save_to_disk directory or parquet files."),
     squad_version: int = num_option(1, "--squad-version", ge=1, le=2,
                                     help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
     hub: str | None = option(None, "--hub",
                              help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
-                                        "network."),
+                                  "network."),
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""

@@ -11,7 +11,7 @@ from bertcli.finetune.command import TaskCommand
 def ner_options(
     data_dir: Path = option(..., "--data-dir",
                             help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
-                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
+                                 "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     encoding: str | None = EncodingOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""
