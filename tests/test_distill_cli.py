@@ -153,7 +153,8 @@ def test_bad_inputs_are_one_message_each(keyword, tmp_path):
             for line in (d / "small.csv").read_text().splitlines()[1:]]
     write_csv(tmp_path / "relabelled.csv", rows)
     r = run_cli("distill", "-c", str(keyword["teacher"]), "--teacher-task", "classify",
-                "--train", str(tmp_path / "relabelled.csv"), "--dev", str(tmp_path / "relabelled.csv"), "--out", str(tmp_path / "g"), cwd=tmp_path)
+                "--train", str(tmp_path / "relabelled.csv"), "--dev", str(tmp_path / "relabelled.csv"),
+                "--out", str(tmp_path / "g"), cwd=tmp_path)
     assert_user_error(r, "the teacher's labels (c0, c1) are not the training data's (c0, c2)")
     for name in "abcefg":
         assert not (tmp_path / name / "model.safetensors").exists()
