@@ -217,7 +217,7 @@ def finetune_squad(checkpoint: PathLike, data_dir: PathLike | None = None, hub: 
     """Fine-tune on SQuAD v1.1 (`version=2`: v2.0; CMRC 2018 too) from `data_dir` or `hub`;
     official EM / F1. Returns results.json's content."""
     return finetune("squad", checkpoint, recipe, overrides, out, force, data_dir=_path(data_dir), hub=hub,
-                    squad_version=version)
+                    version=version)
 
 
 def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], train: PathLike | None = None,

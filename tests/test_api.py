@@ -79,7 +79,7 @@ CALLS = [
     (["finetune", "classify", "-c", "ck", "--train", "a.csv", "--dev", "b.csv", "--regression"],
      "finetune", ("regression", True)),
     (["finetune", "ner", "-c", "ck", "-d", "conll"], "finetune", ("data_dir", Path("conll"))),
-    (["finetune", "squad", "-c", "ck", "-d", "squad", "--squad-version", "2"], "finetune", ("squad_version", 2)),
+    (["finetune", "squad", "-c", "ck", "-d", "squad", "--squad-version", "2"], "finetune", ("version", 2)),
     (["features", "-c", "ck", "-i", "t.txt", "-o", "f.parquet", "--pooling", "mean"], "features", ("pool", "mean")),
     (["fill-mask", "-c", "ck", "a [MASK]", "--top-k", "3"], "fill_mask", ("top_k", 3)),
     (["export", "-c", "ck", "-o", "bundle", "--quantize", "int8"], "export", ("quantize", "int8")),

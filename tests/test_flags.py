@@ -108,7 +108,7 @@ def test_a_pooling_outside_the_commands_subset_is_one_message(argv, subset, caps
 OLD = [
     (["predict", "-c", "ck", "-i", "x.txt", "--max-length", "16"], "predict", ("max_length", 16), "--max-seq-length"),
     (["features", "-c", "ck", "-i", "t.txt", "-o", "f.npy", "--pool", "mean"], "features", ("pool", "mean"), "--pooling"),
-    (["finetune", "squad", "-c", "ck", "-d", "sq", "--version", "2"], "finetune", ("squad_version", 2), "--squad-version"),
+    (["finetune", "squad", "-c", "ck", "-d", "sq", "--version", "2"], "finetune", ("version", 2), "--squad-version"),
     (["distill", "-c", "ck", "--teacher-task", "ner", "-d", "c", "--version", "2"], "distill", ("version", 2),
      "--squad-version"),
     (["distill", "-c", "ck", "--teacher-task", "ner", "-d", "c", "--layers", "2"], "distill", ("layers", 2),

@@ -1,6 +1,13 @@
 """Command-line options that mirror recipe keys, shared by the CLI and the task commands that
 declare their own flags (bertcli/finetune/*/command.py).
 
+Every flag concept is declared once, in FLAGS (its spelling, short form, meaning and values),
+and every option of every command is made from its declaration (`option`, `num_option`,
+`pooling_option`), so one concept has one spelling and one spelling one meaning
+(tests/test_flags.py). A renamed flag's old spelling (RENAMED) keeps working for one release,
+hidden from --help, with a note naming the new one (`keep_old_spellings`). docs/cli.md lists
+them.
+
 Every numeric flag is made by `num_option`, with the bounds of the recipe key it sets (`of=`) or
 its own, in `num`'s terms, an upper bound included, and is checked as the recipe's keys are
 (finite, within the bounds: one message naming the flag and the largest value accepted, exit 2).

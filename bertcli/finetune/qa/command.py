@@ -14,8 +14,8 @@ def squad_options(
     data_dir: Path | None = option(None, "--data-dir",
                                    help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
                                         "a `datasets` save_to_disk directory or parquet files."),
-    squad_version: int = num_option(1, "--squad-version", ge=1, le=2,
-                                    help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
+    version: int = num_option(1, "--squad-version", ge=1, le=2,
+                              help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
     hub: str | None = option(None, "--hub",
                              help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
                                   "network."),
@@ -24,16 +24,16 @@ def squad_options(
     best model and predictions.json / nbest_predictions.json / null_odds.json."""
 
 
-def run_squad(recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, squad_version: int = 1,
+def run_squad(recipe, checkpoint: Path, out: Path, data_dir: Path | None = None, version: int = 1,
               hub: str | None = None) -> dict:
     from bertcli.finetune.qa.task import run_squad as run
 
     return run(recipe, checkpoint=checkpoint, data_dir=None if data_dir is None else Path(data_dir), hub=hub,
-               version=squad_version, out=out)
+               version=version, out=out)
 
 
 def _kind(options: Mapping[str, Any]) -> str:
-    return "squad" if options.get("squad_version", 1) == 1 else "squad_v2"
+    return "squad" if options.get("version", 1) == 1 else "squad_v2"
 
 
 COMMANDS = [TaskCommand("squad", squad_options, run_squad, recipe="squad", inputs=("data_dir",), data_name="SQuAD",
