@@ -399,6 +399,7 @@ def _with_old_spellings(command, renamed: list[Renamed]):
                       if isinstance(p.default, typer.models.OptionInfo) and _spelling(p.default) == r.new)
         if target.default.default is ...:   # a required flag: required of the old or the new spelling
             target.default.default = None
+            target.default.help = f"{target.default.help} Required."
         hidden = f"old_spelling_{i}"
         new_param[hidden] = (target.name, r.new)
         params.append(inspect.Parameter(hidden, inspect.Parameter.KEYWORD_ONLY,
