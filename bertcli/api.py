@@ -32,16 +32,18 @@ from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_recipe_work_dirs, writing
 from bertcli.core.paths import check_recipe_outputs, default_out, resolve_checkpoint
 from bertcli.core.testhooks import stop_point
-from bertcli.export.features import extract_features
 from bertcli.export.graph import DEFAULT_OPSET
-from bertcli.export.predict import is_bundle, run_predict
+from bertcli.export.predictor import is_bundle
 from bertcli.export.run import run_export
+from bertcli.export.speed import teacher_student_speed
 from bertcli.finetune import command as commands
 from bertcli.finetune import sweep as sweeps
 from bertcli.finetune.distill.run import make_task, run_distill
-from bertcli.finetune.embed.evaluate import evaluate_embed as run_evaluate_embed
-from bertcli.finetune.embed.vectors import embed_file
-from bertcli.model.fill_mask import fill_mask as run
+from bertcli.serve.embed import embed_file
+from bertcli.serve.evaluate_embed import evaluate_embed as run_evaluate_embed
+from bertcli.serve.features import extract_features
+from bertcli.serve.fill_mask import fill_mask as run
+from bertcli.serve.predict import run_predict
 from bertcli.tokenization.build import run_tokenize
 from bertcli.train.phases import build_phase_data
 
@@ -247,7 +249,7 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
         t, recipe_ = make_task(task, recipe_, _path(train), _path(dev), _path(test), _path(data_dir), hub, version,
                                encoding, **columns)
         return run_distill(recipe_, Path(checkpoint), t, folder, layers=layers, student=student,
-                           unlabelled=_path(unlabelled))
+                           unlabelled=_path(unlabelled), time_onnx=teacher_student_speed)
 
     inputs = [checkpoint, train, dev, test, data_dir, unlabelled]
     if sweep is not None and sweep.wanted:

@@ -267,7 +267,7 @@ def fill_mask(
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
     from bertcli import api
-    from bertcli.model.fill_mask import render
+    from bertcli.serve.fill_mask import render
 
     render(api.fill_mask(checkpoint, text, top_k=top_k), as_json=as_json)
 
@@ -296,7 +296,7 @@ def evaluate_cmd(
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
     from bertcli.core.paths import resolve_checkpoint
-    from bertcli.train.evaluate import EvalSettings, render, run_evaluate
+    from bertcli.serve.evaluate import EvalSettings, render, run_evaluate
 
     checkpoint = resolve_checkpoint(checkpoint)
     if objective not in (None, "nsp", "sop", "none"):
@@ -482,7 +482,7 @@ def evaluate_embed(
 ) -> None:
     """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
     from bertcli import api
-    from bertcli.finetune.embed.evaluate import render
+    from bertcli.serve.evaluate_embed import render
 
     render(api.evaluate_embed(checkpoint, beir=beir, split=split, sts=sts, pooling=pooling, normalize=normalize,
                               max_seq_length=max_seq_length, batch_size=batch_size, device=device, threads=threads),

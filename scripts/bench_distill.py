@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--students", default="4,2")
     args = ap.parse_args()
     from bertcli.core import console
-    from bertcli.finetune.distill.speed import onnx_speed, relative
+    from bertcli.export.speed import onnx_speed, relative
     from bertcli.finetune.distill.student import from_teacher
     from bertcli.finetune.distill.teacher import parameter_count
     from bertcli.model import build_model, save_checkpoint

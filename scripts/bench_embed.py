@@ -81,10 +81,10 @@ def bertcli_side(directory: Path, anchors, positives, args, device):
     """(step(i) -> real tokens, embedder) running bertcli's embed task on `device`."""
     from bertcli.config.sections import FinetuneConfig
     from bertcli.finetune.embed.data import EmbedSplit
-    from bertcli.finetune.embed.evaluate import Embedder
     from bertcli.finetune.embed.task import EmbedTask
     from bertcli.finetune.engine import collate
     from bertcli.model import load_checkpoint
+    from bertcli.serve.evaluate_embed import Embedder
     from bertcli.tokenization.load import load_tokenizer
 
     cfg = FinetuneConfig(max_seq_length=args.max_seq_length, batch_size=args.batch_size)

@@ -358,7 +358,7 @@ def write_task_data(kind: str, folder: Path, n_train: int, n_dev: int) -> Path:
         write = real.write_sentiment if kind == "sentiment" else real.write_twitter_ner
         return write(folder, n_train, n_dev)
 
-    from bertcli.finetune.tagging.schemes import encode, entities
+    from bertcli.tasks.tagging.schemes import encode, entities
 
     rng = random.Random(1234)
     folder.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ SIZES = {"small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads
 # ------------------------------------------------------------------------------------ data
 def make_split(n_contexts: int, seed: int):
     from bertcli.corpus.builtin import iter_documents
-    from bertcli.finetune.qa.data import _Builder
+    from bertcli.tasks.qa.data import _Builder
 
     rng = random.Random(seed)
     paragraphs = [p for _, text in iter_documents() for p in text.split("\n") if 60 <= len(p.split()) <= 250]
@@ -159,8 +159,8 @@ def ref_postprocess(ids, contexts_of, feats, start_logits, end_logits, n_best=20
 def bench_features(split, tok, args) -> dict:
     from transformers import PreTrainedTokenizerFast
 
-    from bertcli.finetune.qa.decode import context_logits, decode
-    from bertcli.finetune.qa.features import build_features
+    from bertcli.tasks.qa.decode import context_logits, decode
+    from bertcli.tasks.qa.features import build_features
 
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
                                      unk_token="[UNK]", mask_token="[MASK]")
@@ -217,8 +217,8 @@ def bench_train(split, tok, args, device) -> dict:
     import transformers as tf
 
     from bertcli.finetune.engine import collate
-    from bertcli.finetune.qa.features import build_features
     from bertcli.model import load_checkpoint
+    from bertcli.tasks.qa.features import build_features
     from bertcli.train.optim import _fast_adamw_kwargs, build_optimizer
 
     f = build_features(tok, split, args.seq, args.stride, 64)

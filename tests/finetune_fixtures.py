@@ -90,7 +90,7 @@ def tagged_sentence(rng: random.Random, scheme: str = "iob1", adjacent: float = 
     """Filler words (O) around names (PER, one or two words), places (LOC) and companies (ORG),
     tagged in `scheme`; two entities of one type are adjacent with probability `adjacent`
     (IOB1's B- case)."""
-    from bertcli.finetune.tagging.schemes import encode
+    from bertcli.tasks.tagging.schemes import encode
 
     words, spans = [], []
     for _ in range(rng.randint(1, 3)):

@@ -223,7 +223,7 @@ def test_unlabelled_squad_questions_have_no_answers_and_share_contexts(tmp_path)
     import json
 
     from bertcli.finetune.distill.unlabelled import add_unlabelled
-    from bertcli.finetune.qa.data import SquadSplit
+    from bertcli.tasks.qa.data import SquadSplit
 
     train = SquadSplit("train", "t", ["ctx one"], ["q1"], ["what?"], [0], [["one"]], [[4]])
     doc = {"data": [{"paragraphs": [{"context": "ctx one", "qas": [{"id": "q1", "question": "which?",
@@ -266,3 +266,29 @@ def test_hard_loss_leaves_out_what_only_the_teacher_labels():
     # nothing labelled in the batch: zero, and the soft loss alone teaches
     assert float(t._hard(task, (logits[:1], flat[:1]), {"index": torch.tensor([1]), "labels": tok_labels,
                                                        "input_ids": torch.zeros(1, 3)})) == 0.0
+
+
+def test_a_teacher_asked_to_time_onnx_needs_the_export_layers_timer():
+    """Fine-tuning sits below export: the ONNX Runtime timing of teacher and student
+    (bertcli.export.speed) is handed to the Teacher by the caller (bertcli.api.distill). With
+    finetune.distill.measure_speed on and no timer, the Teacher is refused before any work rather
+    than leaving `distill.speed` silently out of results.json."""
+    from pathlib import Path
+
+    from bertcli.config.sections import DistillConfig
+    from bertcli.finetune.distill.teacher import Teacher
+
+    with pytest.raises(ValueError, match="time_onnx"):
+        Teacher(Path("teacher"), DistillConfig(measure_speed=True))
+    assert Teacher(Path("teacher"), DistillConfig(measure_speed=False)).time_onnx is None
+
+
+def test_relative_speed_is_each_figure_over_the_references_fp32():
+    from bertcli.export.speed import relative
+
+    fp32 = {"throughput_seq_per_s_batch32": 100.0, "latency_ms_batch1_p50": 8.0}
+    speeds = {"teacher": {"fp32": fp32, "int8": {"throughput_seq_per_s_batch32": 150.0, "latency_ms_batch1_p50": 4.0}},
+              "student": {"fp32": {"throughput_seq_per_s_batch32": 300.0, "latency_ms_batch1_p50": 2.0}}}
+    assert relative(speeds, "teacher") == {
+        "teacher": {"fp32": {"throughput_x": 1.0, "latency_x": 1.0}, "int8": {"throughput_x": 1.5, "latency_x": 2.0}},
+        "student": {"fp32": {"throughput_x": 3.0, "latency_x": 4.0}}}

@@ -28,7 +28,7 @@ PATH = re.compile(rf"(?<![\w./~-])((?:{_TOP})/[^\s`'\")(,;|\]]*)")
 # Bare names that can only mean one folder: `test_x.py[::test_y]` and `bench_x.py`.
 TEST = re.compile(r"(?<![\w/])(test_\w+\.py)(?:::(\w+))?")
 BENCH = re.compile(r"(?<![\w/])(bench_\w+\.py)")
-# A relative source path such as `export/fuse.py` or `finetune/embed/vectors.py` (inside bertcli/).
+# A relative source path such as `export/fuse.py` or `serve/embed.py` (inside bertcli/).
 RELATIVE = re.compile(r"`((?:\w+/)+\w+\.py)\b")
 # A dotted module name such as `bertcli.core.errors.UserError`.
 DOTTED = re.compile(r"(?<![\w.])bertcli(?:\.\w+)+")

@@ -128,7 +128,7 @@ def test_evaluate_embed_equals_sentence_transformers_evaluators(cli, pretrained_
 def test_embed_writes_npy_and_parquet_equal_to_the_embedder(cli, st_copy, tmp_path):
     import pyarrow.parquet as pq
 
-    from bertcli.finetune.embed.evaluate import Embedder
+    from bertcli.serve.evaluate_embed import Embedder
 
     texts = [t for t in TOPICS.values()] + ["a", "the river and the train"]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"key": f"k{i}", "text": t}) + "\n"

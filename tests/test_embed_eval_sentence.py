@@ -13,9 +13,9 @@ import pytest
 from finetune_fixtures import tiny_checkpoint
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.embed.evaluate import Embedder
 from bertcli.model.pooling import Pooling
 from bertcli.model.sentence import read_sentence_dir, write_sentence_dir
+from bertcli.serve.evaluate_embed import Embedder
 
 CORPUS = ["the river runs past the old mill", "a dog chased the red ball across the park",
           "prices rose sharply in the city markets today", "she reads a book by the window every night",
@@ -139,7 +139,7 @@ def test_unsupported_modules_are_refused(ckpts, tmp_path):
 
 def test_onnx_export_and_predict_give_the_same_vectors(ckpts, tmp_path):
     pytest.importorskip("onnxruntime")
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
     from bertcli.export.run import run_export
 
     path = tmp_path / "model"
@@ -160,7 +160,7 @@ def test_onnx_export_and_predict_give_the_same_vectors(ckpts, tmp_path):
 
 def test_export_task_embed_of_a_plain_checkpoint_is_raw_mean_pooling(ckpts, tmp_path):
     pytest.importorskip("onnxruntime")
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
     from bertcli.export.run import run_export
 
     plain = ckpts["bpe"]                                            # no modules.json: mean, not normalized

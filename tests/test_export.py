@@ -133,7 +133,7 @@ def test_fp16_opset17_and_external_data(tmp_path, monkeypatch):
     import onnx
 
     from bertcli.export import graph
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
 
     torch.set_num_threads(1)
     ckpt = make_checkpoint(tmp_path, "bert", "classification")

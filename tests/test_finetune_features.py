@@ -9,7 +9,7 @@ import torch
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import corpus_texts, tiny_checkpoint
 
-from bertcli.export.features import extract_features
+from bertcli.serve.features import extract_features
 
 
 def _reference(ckpt, texts, layers, combine, pool, max_len=128):

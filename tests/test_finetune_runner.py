@@ -106,9 +106,9 @@ def test_every_split_type_is_cut_alike():
     """`Split.head` of the three split classes keeps the first n examples with everything
     aligned to them (SQuAD: only the contexts those questions use)."""
     from bertcli.finetune.classification.glue_data import Split
-    from bertcli.finetune.qa.data import SquadSplit
     from bertcli.finetune.tagging.data import TagSplit
     from bertcli.finetune.task import TaskSplits
+    from bertcli.tasks.qa.data import SquadSplit
 
     text = Split("train", "f", ["a", "b", "c"], ["x", "y", "z"], np.array([0, 1, 0]), ["0", "1", "2"]).head(2)
     assert ((text.text_a, text.text_b, text.labels.tolist(), text.ids, len(text))

@@ -11,9 +11,9 @@ import pytest
 from finetune_fixtures import corpus_texts, tagged_sentence, tokenizer_of, write_conll
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import load_tagged, read_conll
-from bertcli.finetune.tagging.windows import align, owners, windows
+from bertcli.tasks.tagging import schemes as tagging
+from bertcli.tasks.tagging.windows import align, owners, windows
 
 TYPES = ["PER", "LOC", "ORG"]
 

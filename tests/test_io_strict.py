@@ -268,7 +268,7 @@ def test_squad_ids_are_unique_in_the_datasets_layout_too(tmp_path):
     import datasets
 
     from bertcli.core.errors import UserError
-    from bertcli.finetune.qa.data import load_squad
+    from bertcli.tasks.qa.data import load_squad
 
     row = {"id": "x", "title": "t", "context": CONTEXT, "question": "q",
            "answers": {"text": ["Paris"], "answer_start": [0]}}

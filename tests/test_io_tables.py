@@ -81,9 +81,9 @@ def test_every_reader_of_the_package_gets_the_same_texts(tmp_path):
     from test_finetune_classify import _cfg
 
     from bertcli.export.dev import load_dev
-    from bertcli.export.features import iter_texts
     from bertcli.export.inputs import read_records
     from bertcli.finetune.classification.classify import load_classify
+    from bertcli.serve.features import iter_texts
 
     want = [r["text"] for r in ROWS]
     for kind, p in write_all(tmp_path).items():
@@ -107,11 +107,11 @@ def test_a_quoted_tsv_field_is_read_the_same_by_training_and_serving(tmp_path):
 
     from bertcli.config.sections import CorpusConfig, SourceConfig
     from bertcli.corpus.readers import ReadStats, read_source, resolve
-    from bertcli.export.features import iter_texts
     from bertcli.export.inputs import read_records
     from bertcli.finetune.classification.classify import load_classify
     from bertcli.finetune.classification.glue import TASKS
     from bertcli.finetune.classification.glue_data import read_tsv_split
+    from bertcli.serve.features import iter_texts
 
     texts = [QUOTED, 'mid "quote', '"whole"', '""', "tab\\tless"]
     p = tmp_path / "q.tsv"

@@ -30,8 +30,17 @@ LAYERS = [
     ["tokenization"],
     ["data"],
     ["model"],
-    ["train", "finetune", "export"],
-    ["api", "cli", "cli_help", "info", "compare", "__main__"],
+    ["tasks"],
+    ["train"],
+    ["finetune"],
+    ["export"],
+    ["serve"],
+    ["compare"],
+    ["info"],
+    ["api"],
+    ["cli_help"],
+    ["cli"],
+    ["__main__"],
 ]
 
 # In-function imports of bertcli's own modules that are there on purpose (importer, or

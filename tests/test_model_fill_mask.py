@@ -11,7 +11,7 @@ from conftest import ONE_THREAD, assert_user_error
 from test_model_util import one_thread, tiny_section  # noqa: F401 (fixture)
 
 from bertcli.model import build_model, save_checkpoint
-from bertcli.model.fill_mask import fill_mask, render
+from bertcli.serve.fill_mask import fill_mask, render
 
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park"]
 WORDS = sorted({w for s in SENTENCES for w in s.split()})
@@ -107,7 +107,7 @@ def test_byte_level_filler_does_not_double_the_space():
     its own space replaces it (`while the upon was quiet`, not `while the  upon`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from bertcli.model.fill_mask import filled_text
+    from bertcli.serve.fill_mask import filled_text
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -124,7 +124,7 @@ def test_byte_level_filler_does_not_double_the_space():
 
 
 def test_wordpiece_filler_text_is_unchanged(checkpoint):
-    from bertcli.model.fill_mask import filled_text
+    from bertcli.serve.fill_mask import filled_text
     from bertcli.tokenization.load import load_tokenizer
 
     tok = load_tokenizer(checkpoint).tokenizer

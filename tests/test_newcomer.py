@@ -152,7 +152,7 @@ def test_hub_names_fail_at_once_when_the_hub_cannot_be_reached(cli, tmp_path):
 
 
 def test_fill_mask_shows_decoded_words_for_byte_level_bpe(tmp_path):
-    from bertcli.model.fill_mask import fill_mask
+    from bertcli.serve.fill_mask import fill_mask
 
     ckpt = _roberta_dir(tmp_path / "ckpt", ["the cat sat on the mat", "a dog ran in the park"] * 40)
     results = fill_mask(ckpt, "the <mask> sat on the mat", top_k=10_000)    # every piece

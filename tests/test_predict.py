@@ -15,8 +15,8 @@ import torch
 from conftest import ONE_THREAD, assert_user_error
 from test_export_util import FAMILIES, KINDS, SENTENCES, exported  # noqa: F401 (fixture)
 
-from bertcli.export.predict import open_model
-from bertcli.finetune.tagging.schemes import entities
+from bertcli.export.predictor import open_model
+from bertcli.tasks.tagging.schemes import entities
 
 LONG = " ".join(SENTENCES * 3)   # over the tiny models' 64 positions: NER and QA need windows
 

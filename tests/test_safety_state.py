@@ -474,7 +474,7 @@ def _copy_bundle(bundle: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("damage", list(INFO_DAMAGES))
 def test_a_damaged_bundle_is_one_message(bundle, tmp_path, damage):
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
 
     b = _copy_bundle(bundle, tmp_path)
     breaker, needle = INFO_DAMAGES[damage]
@@ -527,7 +527,7 @@ GRAPHS = {"renamed": "has no output 'logits'", "rank1": "has 1 axes", "wide": "h
 
 @pytest.mark.parametrize("how", list(GRAPHS))
 def test_a_foreign_graph_is_one_message_not_an_index_error(bundle, tmp_path, how):
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
 
     b = _copy_bundle(bundle, tmp_path)
     foreign_graph(b / "model.onnx", how)
@@ -556,7 +556,7 @@ def test_predict_on_a_foreign_bundle_through_the_cli(bundle, tmp_path, case):
 
 
 def test_the_intact_bundle_still_predicts(bundle, tiny_bert):
-    from bertcli.export.predict import open_model
+    from bertcli.export.predictor import open_model
 
     recs = [("a", {"text": "the cat sat"}), ("b", {"text": "a dog ran in the park"})]
     onnx_preds = list(open_model(bundle).predict(recs))

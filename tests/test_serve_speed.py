@@ -12,7 +12,7 @@ import torch
 from test_export_util import FAMILIES, KINDS, SENTENCES, exported, make_checkpoint  # noqa: F401 (fixture)
 from test_predict import LONG, same
 
-from bertcli.export.predict import open_model
+from bertcli.export.predictor import open_model
 from bertcli.export.run import run_export
 
 

@@ -12,7 +12,7 @@ from conftest import ONE_THREAD, assert_user_error, run_cli
 from squad_synth import all_text, tiny_checkpoint, write_squad
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.qa.data import load_squad
+from bertcli.tasks.qa.data import load_squad
 
 # Short windows so the ~60-120-word contexts need several (the shipped 384 / 128 / 64 cover
 # a paragraph of SQuAD at once); a randomly initialized L2 H64 model, 3 epochs (~10 s each).

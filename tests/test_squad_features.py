@@ -12,9 +12,9 @@ import pytest
 from squad_synth import all_text, squad_json, tiny_tokenizer
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.qa.data import read_json
-from bertcli.finetune.qa.decode import context_logits, decode
-from bertcli.finetune.qa.features import build_features, template_of
+from bertcli.tasks.qa.data import read_json
+from bertcli.tasks.qa.decode import context_logits, decode
+from bertcli.tasks.qa.features import build_features, template_of
 
 KINDS = ("wordpiece", "bpe", "unigram")
 

@@ -283,6 +283,8 @@ MODERNBERT = FamilySpec(
 
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
+# every family's mask token: fill-mask and predict accept any of them in a text, whatever the model's
+MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
 # The names as a type, for the recipe sections (a type checker cannot read them from FAMILIES).
 FamilyName = Literal["bert", "roberta", "albert", "modernbert"]
 if typing.get_args(FamilyName) != FAMILY_NAMES:

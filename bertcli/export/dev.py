@@ -3,7 +3,7 @@ of int8 quantization is a measured number.
 
 Dev files are any file `predict` reads (.jsonl, .csv/.tsv, .parquet) with the task's fields and
 a `label` column; the gold labels and the metric are the head kind's own (`HeadKind.dev_metric`,
-bertcli.finetune.heads): classification's accuracy and macro-F1, or Pearson for regression.
+bertcli.tasks.heads): classification's accuracy and macro-F1, or Pearson for regression.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bertcli.core.errors import UserError
 from bertcli.export.inputs import read_records
-from bertcli.finetune.heads import HEADS, head_kind
+from bertcli.tasks.heads import HEADS, head_kind
 
 
 def load_dev(path: Path, task: str, labels) -> tuple[list, list, Callable]:

@@ -1,4 +1,4 @@
-"""What can be exported: the head kinds (bertcli.finetune.heads, one `HeadKind` record per head,
+"""What can be exported: the head kinds (bertcli.tasks.heads, one `HeadKind` record per head,
 shared with fine-tuning and predict), how a checkpoint's kind is found, and the module that is
 traced for it.
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
-from bertcli.finetune.heads import HEADS, HeadKind, architecture, head_kind, register  # noqa: F401 (re-exported)
+from bertcli.tasks.heads import HEADS, HeadKind, architecture, head_kind, register  # noqa: F401 (re-exported)
 
 
 # ------------------------------------------------------------------------------------ choosing

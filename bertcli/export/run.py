@@ -29,7 +29,7 @@ from bertcli.export import graph
 from bertcli.export.backend import OrtBackend, TorchBackend, require_onnx
 from bertcli.export.dev import evaluate, load_dev
 from bertcli.export.heads import architecture, detect_kind, exportable
-from bertcli.export.predict import Predictor, open_model, trained_options
+from bertcli.export.predictor import Predictor, open_model, trained_options
 from bertcli.export.verify import Check, check_reference, compare, verification_batches
 from bertcli.tokenization.load import load_tokenizer
 

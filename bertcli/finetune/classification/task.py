@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bertcli.finetune.classification import metrics
-from bertcli.finetune.classification.features import encode_split, label_of
+from bertcli.finetune.classification.encode import encode_split
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.classification.submission import prediction_strings, write_predictions
 from bertcli.finetune.task import Features, Hyper, Task, TaskSplits
+from bertcli.tasks.classification import label_of
 
 if TYPE_CHECKING:
     import torch

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.heads import saved_head
+from bertcli.tasks.heads import saved_head
 
 HEAD_COMMANDS = {"classification": "finetune classify", "token": "finetune ner", "qa": "finetune squad"}
 

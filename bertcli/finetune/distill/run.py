@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from bertcli.core import console
@@ -28,8 +29,10 @@ CACHE = ".teacher-logits"    # inside the output directory (nothing is written b
 
 
 def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = None, student: str | None = None,
-                unlabelled: Path | None = None) -> dict:
-    """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content."""
+                unlabelled: Path | None = None, time_onnx: Callable[[Path, Path, int], dict] | None = None) -> dict:
+    """Distill the fine-tuned `checkpoint` into a student on `task`; results.json's content.
+    `time_onnx` (bertcli.export.speed.teacher_student_speed, from the caller: export sits above
+    fine-tuning) times teacher and student when finetune.distill.measure_speed asks."""
     checkpoint = Path(checkpoint)
     check_weights(recipe.finetune.distill)
     if layers is not None and student is not None:
@@ -46,7 +49,8 @@ def run_distill(recipe, checkpoint: Path, task, out: Path, layers: int | None = 
     from bertcli.finetune.distill.teacher import Teacher  # torch: after the data are read and checked
     from bertcli.finetune.engine import run_task
 
-    hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out) / CACHE)
+    hook = Teacher(checkpoint, recipe.finetune.distill, student, layers, cache_dir=Path(out) / CACHE,
+                   time_onnx=time_onnx)
     results = run_task(task, recipe, checkpoint, Path(out), teacher=hook)
     console.summary(f"distill {task.name}: teacher vs student (dev, x100)", summary_rows(results))
     console.log(f"student model and predictions in {out}")

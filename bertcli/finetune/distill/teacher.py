@@ -19,6 +19,7 @@ window over its real tokens.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
 from bertcli.finetune.distill import losses
 from bertcli.finetune.distill.heads import HEAD_COMMANDS
-from bertcli.finetune.distill.speed import onnx_speed, relative
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
@@ -46,8 +46,13 @@ def parameter_count(model: Any) -> int:
 
 class Teacher:
     def __init__(self, directory: Path, settings, student_spec: str | None = None, layers: int | None = None,
-                 cache_dir: Path | None = None):
+                 cache_dir: Path | None = None, time_onnx: Callable[[Path, Path, int], dict] | None = None):
         self.directory, self.settings = Path(directory), settings
+        # (teacher dir, student dir, tokens) -> results.json's distill.speed; the export layer's
+        # timing (bertcli.export.speed), handed down by the caller since fine-tuning sits below export
+        if settings.measure_speed and time_onnx is None:
+            raise ValueError("finetune.distill.measure_speed needs time_onnx (bertcli.export.speed.teacher_student_speed)")
+        self.time_onnx = time_onnx
         self.student_spec, self.layers = student_spec, layers
         self.cache_dir = cache_dir
         self.model: Any = None
@@ -275,23 +280,13 @@ class Teacher:
             cache = self.cache
             write_atomic(kept_at, lambda p: save_file({"logits": cache.cpu().contiguous()}, str(p)))
         speed = None
-        if self.settings.measure_speed and s_file.is_file():
-            speed = self._speed(Path(directory))
+        if self.settings.measure_speed and s_file.is_file() and self.time_onnx is not None:  # None: measure_speed off
+            speed = self.time_onnx(self.directory, Path(directory), min(128, self.model.config.max_position_embeddings - 2))
         return {"distill": {"teacher": teacher, "student": student,
                             "score_kept_percent": None if kept is None else round(kept, 2),
                             "parameters_ratio": round(teacher["parameters"] / student["parameters"], 3),
                             "teacher_logits": self.cache_state, "settings": settings,
                             **({} if speed is None else {"speed": speed})}}
-
-    def _speed(self, student_dir: Path) -> dict:
-        """ONNX Runtime fp32 / int8 latency and throughput of teacher and student (speed.py)."""
-        import tempfile
-
-        console.log("distill: timing teacher and student with ONNX Runtime (fp32, int8)")
-        with tempfile.TemporaryDirectory() as work:
-            speeds = onnx_speed({"teacher": self.directory, "student": student_dir}, Path(work),
-                                length=min(128, self.model.config.max_position_embeddings - 2))
-        return {**speeds, "vs_teacher_fp32": relative(speeds, "teacher")}
 
 
 def task_positions(batch) -> Tensor:

@@ -28,10 +28,10 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune.classification.classify import _read_rows, read_table
 from bertcli.finetune.classification.glue_data import Split
-from bertcli.finetune.qa.data import SquadSplit, _Builder, read_json
 from bertcli.finetune.tagging.data import TagSplit
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding, read_lines
+from bertcli.tasks.qa.data import SquadSplit, _Builder, read_json
 
 TAG = re.compile(r"^(O|[BIESLU]-\S+)$")      # a CoNLL tag column's values
 

@@ -24,7 +24,7 @@ from bertcli.config.checkpoint import read_config
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
-from bertcli.finetune.classification.features import encode_split
+from bertcli.finetune.classification.encode import encode_split
 from bertcli.finetune.classification.glue_data import Split
 from bertcli.finetune.embed.data import EmbedSplit, kind_of, negative_columns, read_train
 from bertcli.finetune.embed.dev import DevSet, read_dev

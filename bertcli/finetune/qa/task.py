@@ -1,12 +1,12 @@
 """`bertcli finetune squad`: extractive question answering (SQuAD v1.1 / v2.0, CMRC 2018) as a task
 of the fine-tuning engine.
 
-    readers      squad_data.py      official JSON, datasets save_to_disk / parquet, --hub
-    windows      squad_features.py  question + context slices, offsets, start/end labels
-    head         model/task_heads.SpanExtractor (transformers' *ForQuestionAnswering `qa_outputs`)
+    readers      tasks/qa/data.py        official JSON, datasets save_to_disk / parquet, --hub
+    windows      tasks/qa/features.py    question + context slices, offsets, start/end labels
+    head         model/task_heads.py     SpanExtractor (transformers' *ForQuestionAnswering `qa_outputs`)
     loss         mean of the start and the end cross-entropy over each window's real tokens
-    decoding     squad_decode.py    n-best over all windows of a question, v2.0 null odds
-    metrics      squad_metrics.py   the official scripts' EM / F1 (character F1 for text without spaces)
+    decoding     tasks/qa/decode.py      n-best over all windows of a question, v2.0 null odds
+    metrics      finetune/qa/metrics.py  the official scripts' EM / F1 (character F1 for text without spaces)
 
 Output (default `runs/squad/<checkpoint name>` or `runs/squad_v2/...`): the best epoch's model as a
 Hugging Face directory (AutoModelForQuestionAnswering loads it), results.json, and the dev set's
@@ -25,11 +25,11 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import runner
 from bertcli.finetune.classification.submission import write_json
-from bertcli.finetune.featurizer import Context
 from bertcli.finetune.qa import metrics as squad_metrics
-from bertcli.finetune.qa.data import SquadSplit, load_squad
-from bertcli.finetune.qa.decode import Decoded, SpanFeaturizer
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay
+from bertcli.tasks.featurizer import Context
+from bertcli.tasks.qa.data import SquadSplit, load_squad
+from bertcli.tasks.qa.decode import Decoded, SpanFeaturizer
 
 if TYPE_CHECKING:
     import torch

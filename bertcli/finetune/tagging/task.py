@@ -1,8 +1,8 @@
 """`bertcli finetune ner`: named-entity tagging (CoNLL-2003 style), BERT section 5.3.
 
 Reading (`finetune/tagging/data.py`) -> the scheme told apart from the training tags (IOB1, IOB2,
-BIOES; `finetune/tagging/schemes.py`), invalid sequences repaired or refused -> words aligned to
-sub-tokens and windowed (`finetune/tagging/windows.py`: the first sub-token of each word labelled, the
+BIOES; `tasks/tagging/schemes.py`), invalid sequences repaired or refused -> words aligned to
+sub-tokens and windowed (`tasks/tagging/windows.py`: the first sub-token of each word labelled, the
 others -100; every word predicted exactly once) -> transformers' *ForTokenClassification head
 (the last layer computes only the labelled positions while training) -> cross-entropy ->
 per-word tags -> entity P/R/F1 as conlleval (overall micro + per type) and token accuracy.
@@ -24,11 +24,11 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
 from bertcli.finetune import runner
-from bertcli.finetune.featurizer import Context
-from bertcli.finetune.tagging import schemes as tagging
 from bertcli.finetune.tagging.data import TagSplit, load_tagged
-from bertcli.finetune.tagging.windows import TagFeaturizer, per_word
 from bertcli.finetune.task import Features, Task, TaskSplits, overlay, pack
+from bertcli.tasks.featurizer import Context
+from bertcli.tasks.tagging import schemes as tagging
+from bertcli.tasks.tagging.windows import TagFeaturizer, per_word
 
 if TYPE_CHECKING:
     import torch

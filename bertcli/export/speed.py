@@ -5,17 +5,21 @@ inputs, interleaved (a, b, c, a, b, c ...) so that load from other processes fal
     onnx_speed({name: checkpoint dir}, work, length, repeats, batches, threads)
         -> {name: {"fp32": {...}, "int8": {...}}}: latency at batch 1 (p50 / p95 ms) and
            throughput at batch 32 (sequences/s), `length` tokens each, plus the graph sizes
+    teacher_student_speed(teacher, student, length) -> results.json's distill.speed: both
+        timed, with `vs_teacher_fp32` (`bertcli distill` with finetune.distill.measure_speed)
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from bertcli.config.checkpoint import read_config
+from bertcli.core import console
 from bertcli.export.backend import OrtBackend
 from bertcli.export.graph import quantize_int8
 from bertcli.export.run import run_export
@@ -84,3 +88,12 @@ def relative(speeds: dict, reference: str) -> dict:
     return {name: {kind: {"throughput_x": round(v["throughput_seq_per_s_batch32"] / ref["throughput_seq_per_s_batch32"], 2),
                           "latency_x": round(ref["latency_ms_batch1_p50"] / v["latency_ms_batch1_p50"], 2)}
                    for kind, v in kinds.items()} for name, kinds in speeds.items()}
+
+
+def teacher_student_speed(teacher: Path, student: Path, length: int) -> dict:
+    """ONNX Runtime fp32 / int8 latency and throughput of teacher and student, `length` tokens,
+    with each as multiples of the teacher's fp32 (results.json's distill.speed)."""
+    console.log("distill: timing teacher and student with ONNX Runtime (fp32, int8)")
+    with tempfile.TemporaryDirectory() as work:
+        speeds = onnx_speed({"teacher": teacher, "student": student}, Path(work), length=length)
+    return {**speeds, "vs_teacher_fp32": relative(speeds, "teacher")}

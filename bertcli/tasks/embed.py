@@ -4,7 +4,7 @@ checkpoint or a bundle) gives the vectors `bertcli embed` writes.
 
 The pooling is a sentence-transformers directory's own (bertcli.model.sentence), else mean
 without normalization (`bertcli export --task embed` of a plain checkpoint: raw mean-pooled
-features, in one graph). Registered in bertcli.finetune.heads.
+features, in one graph). Registered in bertcli.tasks.heads.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import TextFeaturizer
 from bertcli.model.sentence import is_sentence_dir, read_sentence_dir, resolve
+from bertcli.tasks.featurizer import TextFeaturizer
 
 
 def load_encoder(directory: Path):

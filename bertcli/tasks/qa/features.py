@@ -24,7 +24,7 @@ import numpy as np
 
 from bertcli.core import console
 from bertcli.core.errors import UserError
-from bertcli.finetune.qa.data import SquadSplit
+from bertcli.tasks.qa.data import SquadSplit
 
 CHUNK = 4096  # texts per encode_batch call
 _SPACES = np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)

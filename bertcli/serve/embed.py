@@ -5,7 +5,7 @@ Input as `bertcli features` reads it (.txt, .csv, .tsv, .jsonl, .parquet; --text
     .parquet   columns id (string), embedding (list of float32)
     .npy       float32 [texts, dim]; beside it `<name>.ids.tsv`, one id per row
 Written under temporary names while holding the output's lock and renamed when complete (the
-writers and checks of bertcli.export.features); texts are read, encoded and written a chunk at
+writers and checks of bertcli.serve.features); texts are read, encoded and written a chunk at
 a time, so the input never has to fit in memory.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from bertcli.core import console
 from bertcli.core.fs import temporary_file
-from bertcli.export.features import NpyWriter, batches, writing_vectors
-from bertcli.finetune.embed.evaluate import Embedder, describe
+from bertcli.serve.evaluate_embed import Embedder, describe
+from bertcli.serve.features import NpyWriter, batches, writing_vectors
 
 
 class _ParquetWriter:

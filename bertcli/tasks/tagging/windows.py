@@ -26,9 +26,9 @@ import numpy as np
 
 from bertcli.config.sections import NerConfig
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import TEXT, field, softmax
-from bertcli.finetune.qa.features import tight_spans
-from bertcli.finetune.tagging.schemes import entities
+from bertcli.tasks.featurizer import TEXT, field, softmax
+from bertcli.tasks.qa.features import tight_spans
+from bertcli.tasks.tagging.schemes import entities
 
 
 def align(tokenizer, sentences: list[list[str]], unk_id: int, batch: int = 4096):

@@ -6,14 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from bertcli.config.checkpoint import read_config, weight_files
-from bertcli.config.families import FAMILIES
+from bertcli.config.families import FAMILIES, MASK_SPELLINGS
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.model.finite import require_finite_outputs
 from bertcli.tokenization.load import load_tokenizer
-
-# any family's spelling is accepted in the text, whatever the model's
-MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
 
 
 def fill_mask(checkpoint: str | Path, text: str, top_k: int = 5) -> list[dict[str, Any]]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bertcli.config.families import MASK_SPELLINGS
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import TEXT, Context, TextFeaturizer, field, softmax, truncating
-from bertcli.model.fill_mask import MASK_SPELLINGS
+from bertcli.tasks.featurizer import TEXT, Context, TextFeaturizer, field, softmax, truncating
 
 POOLINGS = ("mean", "cls", "pooler")
 

@@ -9,7 +9,7 @@ about it, in one record (in place of three registries keyed by the same task str
     load(dir)    the bertcli model in eval mode, or a UserError when the checkpoint lacks the head
     run(model, input_ids, attention_mask, token_type_ids) -> {output name: tensor}, in output order
     outputs      every output it may produce, with its axes ("batch", "sequence" are dynamic)
-    featurizer   Context -> the featurizer (bertcli.finetune.featurizer) fine-tuning and predict share
+    featurizer   Context -> the featurizer (bertcli.tasks.featurizer) fine-tuning and predict share
     dev_metric   labels -> (gold(rec, where), metric(gold, predictions)) for `export --dev`, or None
 
 Fine-tuning imports this module from below export, so export, predict and the tasks read one
@@ -24,12 +24,12 @@ from pathlib import Path
 
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError, did_you_mean
-from bertcli.finetune.classification.features import SequenceFeaturizer
-from bertcli.finetune.classification.features import dev_metric as classification_metric
-from bertcli.finetune.embed.serving import EmbedFeaturizer, load_embed, run_embed
-from bertcli.finetune.encoder_heads import FeaturesFeaturizer, FillMaskFeaturizer
-from bertcli.finetune.qa.decode import SpanFeaturizer
-from bertcli.finetune.tagging.windows import TagFeaturizer
+from bertcli.tasks.classification import SequenceFeaturizer
+from bertcli.tasks.classification import dev_metric as classification_metric
+from bertcli.tasks.embed import EmbedFeaturizer, load_embed, run_embed
+from bertcli.tasks.encoder_heads import FeaturesFeaturizer, FillMaskFeaturizer
+from bertcli.tasks.qa.decode import SpanFeaturizer
+from bertcli.tasks.tagging.windows import TagFeaturizer
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import numpy as np
 
 from bertcli.config.sections import SquadConfig
 from bertcli.core.errors import UserError
-from bertcli.finetune.featurizer import field
-from bertcli.finetune.qa.data import SquadSplit
-from bertcli.finetune.qa.features import Windows, build_features
+from bertcli.tasks.featurizer import field
+from bertcli.tasks.qa.data import SquadSplit
+from bertcli.tasks.qa.features import Windows, build_features
 
 
 @dataclass

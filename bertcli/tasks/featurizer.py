@@ -2,7 +2,7 @@
 to a prediction, shared by fine-tuning (its dev / test predictions) and by `bertcli predict` /
 `bertcli export --dev` / `bertcli features`.
 
-A featurizer (one per head kind, `bertcli.finetune.heads.HEADS[...].featurizer(ctx)`) has
+A featurizer (one per head kind, `bertcli.tasks.heads.HEADS[...].featurizer(ctx)`) has
     encode(rec, where) -> [window]           one or more windows of one record; a window has
                                              `.ids` and `.type_ids` (a tokenizers.Encoding or
                                              any object with those)

@@ -34,12 +34,12 @@ from bertcli.core.fs import temporary_file
 from bertcli.core.locks import run_lock
 from bertcli.core.machine import use_threads
 from bertcli.core.outputs import check_output_file, removing_on_signal
-from bertcli.finetune.encoder_heads import pool as pool_states
-from bertcli.finetune.featurizer import Context, TextFeaturizer
-from bertcli.finetune.heads import saved_head
 from bertcli.io import records, tables
 from bertcli.io.text import LineOptions, check_encoding
 from bertcli.model.finite import require_finite_outputs
+from bertcli.tasks.encoder_heads import pool as pool_states
+from bertcli.tasks.featurizer import Context, TextFeaturizer
+from bertcli.tasks.heads import saved_head
 from bertcli.tokenization.load import load_tokenizer
 
 COMBINE = ("concat", "sum", "mean")

@@ -23,12 +23,12 @@ from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.machine import use_threads
 from bertcli.finetune.embed.retrieval import evaluate_retrieval, read_beir
-from bertcli.finetune.embed.serving import load_encoder
 from bertcli.finetune.embed.sts import evaluate_sts, read_sts
-from bertcli.finetune.featurizer import truncating
 from bertcli.model.finite import require_finite_outputs
 from bertcli.model.pooling import Pooling, parse_mode
 from bertcli.model.sentence import Source, resolve
+from bertcli.tasks.embed import load_encoder
+from bertcli.tasks.featurizer import truncating
 from bertcli.tokenization.load import load_tokenizer
 
 

@@ -1,12 +1,12 @@
-"""`bertcli predict`: batched inference of a checkpoint (PyTorch) or an export bundle (ONNX Runtime).
+"""Batched inference of a checkpoint (PyTorch) or an export bundle (ONNX Runtime): what
+`bertcli predict` (bertcli.serve.predict) and `bertcli export`'s checks run.
 
     open_model(path, task=None) -> Predictor     a checkpoint directory, a bundle directory or a
                                                  model.onnx inside a bundle
     Predictor.predict(records) -> iterator of predictions, in input order
-    run_predict(...)                             the command: input file -> jsonl
 
 Both backends run the same traced module (heads.exportable), take the same padded batches and
-feed the same featurizer -- the head kind's, the one fine-tuning used (bertcli.finetune.heads) --
+feed the same featurizer -- the head kind's, the one fine-tuning used (bertcli.tasks.heads) --
 so they give the same predictions, and those of fine-tuning. A fine-tuned checkpoint's settings
 (window length and overlap, SQuAD's doc stride, n-best ...) come from the results.json beside it,
 an export bundle's from export_info.json's `featurizer`; --max-seq-length and the command's options
@@ -16,8 +16,6 @@ chunks (length-sorted inside a chunk to cut padding), so memory stays bounded on
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,20 +24,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bertcli.config.checkpoint import read_config
-from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
-from bertcli.core.fs import temporary_file
-from bertcli.core.locks import run_lock
-from bertcli.core.machine import use_threads
-from bertcli.core.outputs import check_output_file, removing_on_signal
 from bertcli.export.backend import OrtBackend, TorchBackend, pad_batch
 from bertcli.export.graph import max_length as longest
 from bertcli.export.heads import check_bundle_files, detect_kind, exportable, read_export_info, read_json
-from bertcli.export.inputs import check_input, count_records, read_records
-from bertcli.finetune.embed.serving import sentence_max_length
-from bertcli.finetune.featurizer import Context
-from bertcli.finetune.heads import head_kind
 from bertcli.model.finite import require_finite_outputs
+from bertcli.tasks.embed import sentence_max_length
+from bertcli.tasks.featurizer import Context
+from bertcli.tasks.heads import head_kind
 from bertcli.tokenization.load import load_tokenizer
 
 # results.json `hyperparameters` that decide windows and decoding (the rest is training's own)
@@ -216,56 +208,3 @@ def check_graph(backend, tok, config, export_info: dict, where: Path) -> None:
     if tok.pad_id != config.pad_token_id:
         raise UserError(f"the tokenizer pads with id {tok.pad_id} but the model's pad_token_id is "
                         f"{config.pad_token_id}: the tokenizer does not belong to this model", where=str(where))
-
-
-# ------------------------------------------------------------------------------------ command
-def check_output(out: Path | None, input_file: Path | None = None, model: Path | None = None,
-                 force: bool = False) -> None:
-    """Before any work: the output file is not the input, not a file of the model (bundle or
-    checkpoint), not a directory, in a writable directory; an existing file only with --force."""
-    if out is not None:
-        check_output_file(out, force, [input_file], [model], "--out", "the predictions")
-
-
-def run_predict(model: Path, input_file: Path, out: Path | None = None, task: str | None = None,
-                batch_size: int = 32, top_k: int = 5, pooling: str = "mean", max_length: int | None = None,
-                threads: int | None = None, allow_impossible: bool = False,
-                encoding: str | None = None, force: bool = False) -> dict:
-    """Predict every record of `input_file`; writes jsonl to `out` (stdout when None; a file is
-    written under a temporary name and renamed when complete, under the output's lock; Ctrl-C
-    or SIGTERM remove the temporary). Returns a summary."""
-    check_input(input_file, encoding)
-    check_output(out, input_file, model, force)
-    if out is None:
-        return _predict(model, input_file, None, task, batch_size, top_k, pooling, max_length, threads,
-                        allow_impossible, encoding)
-    with run_lock(Path(out)), removing_on_signal(temporary_file(Path(out))):
-        check_output(out, input_file, model, force)      # again, holding the lock
-        return _predict(model, input_file, Path(out), task, batch_size, top_k, pooling, max_length, threads,
-                        allow_impossible, encoding)
-
-
-def _predict(model, input_file, out, task, batch_size, top_k, pooling, max_length, threads, allow_impossible,
-             encoding) -> dict:
-    threads = use_threads(threads, "--threads")     # torch's or ONNX Runtime's; None: the free cores
-    p = open_model(model, task=task, threads=threads, batch_size=batch_size, max_length=max_length,
-                   top_k=top_k, pooling=pooling, allow_impossible=allow_impossible)
-    total = count_records(input_file, encoding)
-    n = 0
-    tmp: Path | None = None
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temporary_file(out)
-    sink = open(tmp, "w", encoding="utf-8") if tmp is not None else sys.stdout
-    try:
-        with console.progress(f"predicting ({p.task}, {p.backend.name})", total=total) as bar:
-            for n, pred in enumerate(p.predict(read_records(input_file, encoding), bar=bar), 1):
-                sink.write(jsonout.line({"index": n - 1, **pred}))
-        if tmp is not None and out is not None:
-            sink.close()
-            os.replace(tmp, out)
-    finally:
-        if tmp is not None:
-            sink.close()
-            tmp.unlink(missing_ok=True)
-    return {"task": p.task, "backend": p.backend.name, "records": n, "out": str(out) if out else "stdout"}

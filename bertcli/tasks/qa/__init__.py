@@ -1,0 +1,2 @@
+"""SQuAD-layout question answering: records, windows, decoding (shared by `finetune squad`,
+`export` and `predict`)."""
