@@ -194,8 +194,7 @@ def pooling_option(command: str, supported: tuple[str, ...], default: str | None
         raise UserError(f"--pooling {value!r}: {command} takes {', '.join(supported)}{other}",
                         where="the command line", fix=f"give --pooling one of {', '.join(supported)}")
 
-    return option(default, "--pooling", help=f"{help} One of: {', '.join(supported)}.", callback=check,
-                  metavar="|".join(supported))
+    return option(default, "--pooling", help=f"{help} One of: {', '.join(supported)}.", callback=check)
 
 
 SetOpt = option(None, "--set")
