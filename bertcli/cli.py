@@ -13,8 +13,9 @@ import inspect
 import os
 import sys
 import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import typer
 
@@ -42,6 +43,8 @@ from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
     from bertcli.api import Command
+    from bertcli.config.stages import StageResult
+    from bertcli.train.pipeline import PretrainResult
 
 app = typer.Typer(
     add_completion=False,
@@ -92,18 +95,18 @@ def _recipe(spec: str | None, overrides: list[str] | None, command: Command | No
     return load(spec, overrides or [], command, writes=writes)
 
 
-def _show(result) -> dict:
+def _show(result: StageResult) -> dict:
     """Print a stage's summary; its figures, as --json reports them."""
     state = "reused" if result.reused else "built"
     console.summary(f"{result.name} ({state}): {result.path}", result.summary)
     return _stage_figures(result)
 
 
-def _stage_figures(result) -> dict:
+def _stage_figures(result: StageResult) -> dict:
     return {"stage": result.name, "path": result.path, "reused": result.reused, **dict(result.summary)}
 
 
-def _pretrain_figures(result) -> dict:
+def _pretrain_figures(result: PretrainResult) -> dict:
     """What `pretrain --json` prints: the run's figures (its summary's, unformatted)."""
     keys = ("run_dir", "step", "max_steps", "tokens", "seconds", "train_seconds", "stage_seconds", "checkpoint",
             "resumed_from", "interrupted", "last", "last_val")
@@ -111,7 +114,7 @@ def _pretrain_figures(result) -> dict:
             "stages": [_stage_figures(r) for r in result.stages]}
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> object:
     """jsonout's fallback for what a command reports: paths as text, dataclasses as dicts."""
     if isinstance(value, Path):
         return str(value)
@@ -121,13 +124,13 @@ def _jsonable(value):
 
 
 @contextlib.contextmanager
-def _reporting(as_json: bool):
+def _reporting(as_json: bool) -> Iterator[Callable[[Any], Any]]:
     """Run a command that reports figures. With --json its tables go to stderr and the last
     value given to `report` is printed, once the command has finished, as one JSON document
     on stdout (bertcli.core.jsonout, strict JSON)."""
     figures: list = []
 
-    def report(value):
+    def report(value: Any) -> Any:
         figures.append(value)
         return value
 

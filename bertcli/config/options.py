@@ -17,6 +17,8 @@ NUM_FLAGS records them, so a test can find any numeric flag that escaped.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -167,12 +169,12 @@ RENAMED = (
 DECLARED = "_bertcli_declared"
 
 
-def _made(info, name: str):
+def _made(info: typer.models.OptionInfo, name: str) -> typer.models.OptionInfo:
     setattr(info, DECLARED, name)
     return info
 
 
-def option(default, name: str, *, help: str | None = None, **kwargs):
+def option(default: Any, name: str, *, help: str | None = None, **kwargs: Any) -> Any:
     """The typer option of the declared flag `name` (FLAGS): its spellings, and its help unless
     the command states its own detail (`help`)."""
     try:
@@ -182,7 +184,7 @@ def option(default, name: str, *, help: str | None = None, **kwargs):
     return _made(typer.Option(default, *flag.decls, help=flag.help if help is None else help, **kwargs), name)
 
 
-def pooling_option(command: str, supported: tuple[str, ...], default: str | None, help: str):
+def pooling_option(command: str, supported: tuple[str, ...], default: str | None, help: str) -> Any:
     """--pooling for `command`, which takes the `supported` subset of POOLINGS; any other value
     is one message naming the subset (exit 2), before any work."""
     assert set(supported) <= set(POOLINGS), supported
@@ -383,7 +385,7 @@ def keep_old_spellings(*apps: typer.Typer, prefix: str = "") -> None:
                 info.callback = _with_old_spellings(callback, renamed)
 
 
-def _with_old_spellings(command, renamed: list[Renamed]):
+def _with_old_spellings(command: Callable[..., Any], renamed: list[Renamed]) -> Callable[..., Any]:
     import functools
     import inspect
     import typing
@@ -408,7 +410,7 @@ def _with_old_spellings(command, renamed: list[Renamed]):
     defaults = {p.name: p.default.default for p in sig.parameters.values() if isinstance(p.default, typer.models.OptionInfo)}
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         for hidden, (name, new) in new_param.items():
             value = kwargs.pop(hidden)
             if value is not None:
@@ -425,17 +427,17 @@ def _with_old_spellings(command, renamed: list[Renamed]):
     return wrapper
 
 
-def _spelling(info) -> str:
+def _spelling(info: typer.models.OptionInfo) -> str:
     """An option's first spelling: "--verify" of "--verify/--no-verify"."""
     return (info.param_decls or ("",))[0].split("/")[0]
 
 
-def _old_option(r: Renamed, new):
+def _old_option(r: Renamed, new: typer.models.OptionInfo) -> Any:
     """The hidden option of `r.old`: prints the note, then checks the value as the new flag's
     own callback does (a numeric flag's bounds)."""
     check = new.callback
 
-    def note(value):
+    def note(value: Any) -> Any:
         if value is None:
             return None
         from bertcli.core import console
