@@ -342,8 +342,8 @@ def finetune_flags(command):
                    else num_option(None, flag, ge=0, le=MAX_SEED, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
     for name, opt in SWEEP_FLAGS:
-        tp = bool if name == "resume" else str | None
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp))
+        sweep_type: object = bool if name == "resume" else str | None
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=sweep_type))
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -362,7 +362,7 @@ def finetune_flags(command):
 
     sig = inspect.signature(command)
     own = [p for p in sig.parameters.values() if p.name != "sweep"]
-    wrapper.__signature__ = sig.replace(parameters=[*own, *params])
+    wrapper.__signature__ = sig.replace(parameters=[*own, *params])  # type: ignore[attr-defined]  # what typer reads
     wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "sweep"},
                                **{p.name: p.annotation for p in params}}
     return wrapper
