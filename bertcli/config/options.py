@@ -324,7 +324,7 @@ def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
     return values
 
 
-def finetune_flags(command):
+def finetune_flags(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add FINETUNE_FLAGS and SWEEP_FLAGS to a fine-tuning command: each given hyperparameter
     flag becomes a `--set` item after the command's own (so a flag wins over --set and the
     recipe, and over a task block's value of the recipe file: config.recipe.general_keys_win);
