@@ -6,11 +6,14 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import inspect
 import os
 import sys
 import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -21,13 +24,17 @@ from bertcli.config.bounds import MAX_BATCH, MAX_INT32, MAX_LAYERS, MAX_LENGTH, 
 from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: read by the tests)
     CHECKPOINT_HELP,
     FINETUNE_FLAGS,
+    FLAGS,
     NUM_FLAGS,
     EncodingOpt,
     OutForceOpt,
     SetOpt,
     SweepArgs,
     finetune_flags,
+    keep_old_spellings,
     num_option,
+    option,
+    pooling_option,
 )
 from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console, jsonout
@@ -36,6 +43,8 @@ from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
     from bertcli.api import Command
+    from bertcli.config.stages import StageResult
+    from bertcli.train.pipeline import PretrainResult
 
 app = typer.Typer(
     add_completion=False,
@@ -58,8 +67,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
-    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error instead of the one-line message."),
+    version: bool = option(False, "--version", callback=_version, is_eager=True),
+    debug: bool = option(False, "--debug"),
 ) -> None:
     """(--debug is read by `main` before typer parses the line; declared here so --help lists it.)"""
 
@@ -68,11 +77,12 @@ finetune_app = typer.Typer(no_args_is_help=True,
                            help="Fine-tune a checkpoint: GLUE, your own classification files, NER, SQuAD, sentence embeddings.")
 app.add_typer(finetune_app, name="finetune")
 
-RecipeOpt = typer.Option(..., "--recipe", "-r", help="Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).")
-ForceOpt = typer.Option(False, "--force", help="Rebuild even when a cached result exists.")
+RecipeOpt = option(..., "--recipe")
+RebuildOpt = option(False, "--rebuild")
+JsonOpt = option(False, "--json")
 ThreadsOpt = num_option(None, "--threads", ge=1, le=MAX_THREADS,
                         help="Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md).")
-DeviceOpt = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N, mps.")
+DeviceOpt = option("auto", "--device")
 
 
 def _recipe(spec: str | None, overrides: list[str] | None, command: Command | None = "pretrain",
@@ -85,9 +95,52 @@ def _recipe(spec: str | None, overrides: list[str] | None, command: Command | No
     return load(spec, overrides or [], command, writes=writes)
 
 
-def _show(result) -> None:
+def _show(result: StageResult) -> dict:
+    """Print a stage's summary; its figures, as --json reports them."""
     state = "reused" if result.reused else "built"
     console.summary(f"{result.name} ({state}): {result.path}", result.summary)
+    return _stage_figures(result)
+
+
+def _stage_figures(result: StageResult) -> dict:
+    return {"stage": result.name, "path": result.path, "reused": result.reused, **dict(result.summary)}
+
+
+def _pretrain_figures(result: PretrainResult) -> dict:
+    """What `pretrain --json` prints: the run's figures (its summary's, unformatted)."""
+    keys = ("run_dir", "step", "max_steps", "tokens", "seconds", "train_seconds", "stage_seconds", "checkpoint",
+            "resumed_from", "interrupted", "last", "last_val")
+    return {**{k: getattr(result, k) for k in keys},
+            "stages": [_stage_figures(r) for r in result.stages]}
+
+
+def _jsonable(value: object) -> object:
+    """jsonout's fallback for what a command reports: paths as text, dataclasses as dicts."""
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return str(value)
+
+
+@contextlib.contextmanager
+def _reporting(as_json: bool) -> Iterator[Callable[[Any], Any]]:
+    """Run a command that reports figures. With --json its tables go to stderr and the last
+    value given to `report` is printed, once the command has finished, as one JSON document
+    on stdout (bertcli.core.jsonout, strict JSON)."""
+    figures: list = []
+
+    def report(value: Any) -> Any:
+        figures.append(value)
+        return value
+
+    if not as_json:
+        yield report
+        return
+    with console.tables_to_stderr():
+        yield report
+    if figures and not console.quiet():
+        console.out.print(jsonout.dumps(figures[-1], indent=2, default=_jsonable), markup=False)
 
 
 @app.command()
@@ -139,8 +192,8 @@ def explain(section: str | None = typer.Argument(None,
 
 @app.command()
 def info(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt,
-         yaml_only: bool = typer.Option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
-                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
+         yaml_only: bool = option(False, "--yaml", help="Print only the resolved recipe, a valid --recipe file "
+                                                        "(`bertcli info -r bert-tiny --yaml > my.yaml`).")) -> None:
     """Print the resolved recipe, what would be built where, and the model's size."""
     from bertcli.info import describe
 
@@ -157,37 +210,42 @@ def info(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt,
 
 
 @app.command()
-def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bool = ForceOpt) -> None:
+def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild: bool = RebuildOpt,
+             as_json: bool = JsonOpt) -> None:
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli import api
 
-    _show(api.tokenize(recipe, set_, force=force))
+    with _reporting(as_json) as report:
+        report(_show(api.tokenize(recipe, set_, force=rebuild)))
 
 
 @app.command("build-data")
-def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, force: bool = ForceOpt,
-               all_phases: bool = typer.Option(False, "--all-phases",
-                                               help="A multi-phase recipe: build every phase's data, not only the first "
-                                                    "phase's.")) -> None:
+def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild: bool = RebuildOpt,
+               all_phases: bool = option(False, "--all-phases",
+                                         help="A multi-phase recipe: build every phase's data, not only the first "
+                                              "phase's."), as_json: bool = JsonOpt) -> None:
     """Build the pretraining pairs and masks (stage 2; trains the tokenizer first if needed).
     A multi-phase recipe (train.phases) builds its first phase's data; later phases' are built
     when the run reaches them, or now with --all-phases."""
     from bertcli import api
 
-    for result in api.build_data(recipe, set_, force=force, all_phases=all_phases):
-        _show(result)
+    with _reporting(as_json) as report:
+        report([_show(result) for result in api.build_data(recipe, set_, force=rebuild, all_phases=all_phases)])
 
 
 @app.command()
 def pretrain(
     recipe: str = RecipeOpt,
     set_: list[str] | None = SetOpt,
-    resume: str | None = typer.Option(None, "--resume",
-                                      help="`auto` (newest complete checkpoint of this run) or a checkpoint directory."),
-    force: bool = typer.Option(False, "--force", help="Start the run over, replacing an existing run in the output directory."),
-    init_from: Path | None = typer.Option(None, "--init-from",
-                                          help="Continued pretraining: start from this checkpoint directory (bertcli or "
-                                               "transformers) instead of random weights; same as --set model.init_from=PATH."),
+    resume: str | None = option(None, "--resume",
+                                help="Continue the run in the output directory: `auto` (its newest complete checkpoint) or "
+                                     "a checkpoint directory."),
+    force: bool = option(False, "--force", help="Replace the run in the output directory (only what bertcli wrote "
+                                                "there): the run starts over."),
+    init_from: Path | None = option(None, "--init-from",
+                                    help="Continued pretraining: start from this checkpoint directory (bertcli or "
+                                         "transformers) instead of random weights; same as --set model.init_from=PATH."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Run every missing stage (tokenize, build-data), then pretrain. Under torchrun
     (`torchrun --nproc_per_node N -m bertcli pretrain ...`) it trains with DDP. SIGINT / SIGTERM
@@ -196,7 +254,9 @@ def pretrain(
 
     if init_from is not None:
         set_ = [*(set_ or []), f"model.init_from={jsonout.dumps(str(init_from))}"]
-    result = api.pretrain(recipe, set_, resume=resume, force=force)
+    with _reporting(as_json) as report:
+        result = api.pretrain(recipe, set_, resume=resume, force=force)
+        report(_pretrain_figures(result))
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 
@@ -204,9 +264,9 @@ def pretrain(
 @app.command("fill-mask")
 def fill_mask(
     text: str = typer.Argument(..., help="Text with the mask token in it, e.g. 'the [MASK] sat on the mat'."),
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
+    checkpoint: Path = option(..., "--checkpoint", help="A bertcli or transformers checkpoint directory."),
     top_k: int = num_option(5, "--top-k", ge=1, le=MAX_VOCAB, help="Fillers to show per mask."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Show the top-k fillers of each mask with their probabilities."""
     from bertcli import api
@@ -217,24 +277,24 @@ def fill_mask(
 
 @app.command("evaluate")
 def evaluate_cmd(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    corpus: list[Path] = typer.Option(..., "--corpus",
-                                      help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
+    checkpoint: Path = option(..., "--checkpoint", help="A bertcli or transformers checkpoint directory."),
+    corpus: list[Path] = option(..., "--corpus",
+                                help="Held-out text (a file or directory, as corpus.sources reads it); repeatable."),
     seed: int = num_option(42, "--seed", ge=0, le=MAX_SEED,
                            help="Seed of the masks: the same seed masks the same positions for every checkpoint that shares a "
                                 "tokenizer."),
     max_seq_length: int = num_option(128, "--max-seq-length", ge=8, le=MAX_LENGTH,
                                      help="Tokens per row (capped by the model's positions)."),
-    objective: str | None = typer.Option(None, "--objective",
-                                         help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
-                                              "checkpoint has it)."),
+    objective: str | None = option(None, "--objective",
+                                   help="Row layout: nsp, sop or none (default: the family's pair head, scored when the "
+                                        "checkpoint has it)."),
     pppl_rows: int = num_option(32, "--pppl-rows", ge=0, le=MAX_INT32,
                                 help="Rows scored for the pseudo-perplexity (one forward pass per token)."),
     batch_size: int = num_option(32, "--batch-size", ge=1, le=MAX_BATCH, help="Rows per forward pass."),
-    cache: Path = typer.Option(Path("runs/evaluate"), "--cache",
-                               help="Where the corpus, tokenizer and masked-data stages are cached."),
+    cache: Path = option(Path("runs/evaluate"), "--cache",
+                         help="Where the corpus, tokenizer and masked-data stages are cached."),
     threads: int | None = ThreadsOpt,
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
     deterministic masks."""
@@ -249,53 +309,63 @@ def evaluate_cmd(
     render_evaluation(run_evaluate(checkpoint, list(corpus), settings), as_json=as_json)
 
 
+EXPORT_TASK_HELP = ("The head to export: " + ", ".join(FLAGS["--task"].values) + ". Default: embed for a "
+                    "sentence-transformers directory (modules.json; pooling inside the graph), whatever its "
+                    "architectures say; else the head config.json's architectures names (features for a bare "
+                    "encoder or none named).")
+
+
 @app.command("export")
 def export_cmd(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A bertcli or transformers checkpoint directory."),
-    out: Path = typer.Option(..., "--out", "-o",
-                             help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
-    task: str | None = typer.Option(None, "--task", "-t",
-                                    help="fill-mask, classification, features, ... (default: from config.json's architectures)."),
+    checkpoint: Path = option(..., "--checkpoint", help="A bertcli or transformers checkpoint directory."),
+    out: Path = option(..., "--out",
+                       help="Bundle directory to write (model.onnx, tokenizer, config.json, export_info.json)."),
+    task: str | None = option(None, "--task", help=EXPORT_TASK_HELP),
     opset: int = num_option(18, "--opset", ge=1, le=99, help="ONNX opset (17 or later)."),
-    fp16: bool = typer.Option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
-    quantize: str | None = typer.Option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
-    dev: Path | None = typer.Option(None, "--dev",
-                                    help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
-    verify: bool = typer.Option(True, "--verify/--no-verify",
-                                help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
-    optimize: bool = typer.Option(True, "--optimize/--no-optimize",
-                                  help="ONNX Runtime's transformer fusions (kept only where they pass verification)."),
-    force: bool = typer.Option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
-                               "(or export_info.json) lists are removed; anything else there stays."),
+    fp16: bool = option(False, "--fp16", help="Half-precision weights, for GPU runtimes (TensorRT, ORT CUDA)."),
+    quantize: str | None = option(None, "--quantize", help="int8: ONNX Runtime dynamic quantization."),
+    dev: Path | None = option(None, "--dev",
+                              help="Labelled dev data (.jsonl/.csv/.parquet) for the metric before and after --quantize."),
+    verify: bool = option(True, "--verify",
+                          help="Compare ONNX Runtime with PyTorch on real inputs (on by default)."),
+    optimize: bool = option(True, "--optimize",
+                            help="ONNX Runtime's transformer fusions (kept only where they pass verification)."),
+    force: bool = option(False, "--force", help="Replace an earlier bundle in --out: only the files its marker "
+                                                "(or export_info.json) lists are removed; anything else there stays."),
     threads: int | None = ThreadsOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Export a checkpoint to a verified ONNX bundle (exit 1 when verification fails)."""
     from bertcli import api
 
     # typer reads the flag as a plain str; export refuses anything but int8 with a UserError
-    result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
-                        quantize=cast("Literal['int8'] | None", quantize), dev=dev,
-                        verify=verify, force=force, threads=threads, optimize=optimize)
+    with _reporting(as_json) as report:
+        result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
+                            quantize=cast("Literal['int8'] | None", quantize), dev=dev,
+                            verify=verify, force=force, threads=threads, optimize=optimize)
+        report({"out": result.out, "passed": result.passed, **result.info})
     if not result.passed:
         raise typer.Exit(code=1)
 
 
 @app.command("predict")
 def predict_cmd(
-    model: Path = typer.Option(..., "--checkpoint", "-c",
-                               help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
-    input_file: Path = typer.Option(..., "--input", "-i", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="jsonl output file (default: stdout)."),
-    task: str | None = typer.Option(None, "--task", "-t", help="Override the task read from the model."),
+    model: Path = option(..., "--checkpoint",
+                         help="A checkpoint directory (PyTorch), an export bundle or its model.onnx (ONNX Runtime)."),
+    input_file: Path = option(..., "--input", help=".txt (one example per line), .jsonl, .csv/.tsv or .parquet."),
+    out: Path | None = option(None, "--out", help="jsonl output file (default: stdout)."),
+    task: str | None = option(None, "--task", help="The head kind, when the model does not say it (export_info.json, "
+                                                   "config.json): " + ", ".join(FLAGS["--task"].values) + "."),
     batch_size: int = num_option(32, "--batch-size", of=(FinetuneConfig, "eval_batch_size"), help="Sequences per forward pass."),
     top_k: int = num_option(5, "--top-k", ge=1, le=MAX_VOCAB, help="fill-mask: candidates per mask."),
-    pooling: str = typer.Option("mean", "--pooling", help="features: mean, cls or pooler."),
-    max_length: int | None = num_option(None, "--max-length", of=(FinetuneConfig, "max_seq_length"),
-                                        help="Truncate inputs to this many tokens (default: the model's maximum)."),
-    allow_impossible: bool = typer.Option(False, "--allow-impossible",
-                                          help="question-answering: an empty answer wins when the null span scores higher (SQuAD "
-                                               "2.0)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --out file."),
+    pooling: str = pooling_option("predict", ("mean", "cls", "pooler"), "mean",
+                                  help="features: how each text becomes one vector (pooler: the encoder's pooler layer)."),
+    max_seq_length: int | None = num_option(None, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"),
+                                            help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    allow_impossible: bool = option(False, "--allow-impossible",
+                                    help="question-answering: an empty answer wins when the null span scores higher (SQuAD "
+                                         "2.0)."),
+    force: bool = option(False, "--force", help="Replace an existing --out file."),
     encoding: str | None = EncodingOpt,
     threads: int | None = ThreadsOpt,
 ) -> None:
@@ -303,55 +373,57 @@ def predict_cmd(
     from bertcli import api
 
     summary = api.predict(model, input_file, out, task=task, batch_size=batch_size, top_k=top_k, pooling=pooling,
-                          max_length=max_length, allow_impossible=allow_impossible, encoding=encoding, force=force,
+                          max_length=max_seq_length, allow_impossible=allow_impossible, encoding=encoding, force=force,
                           threads=threads)
     console.log(f"{summary['records']:,} predictions ({summary['task']}, {summary['backend']}) -> {summary['out']}")
 
 
 def distill_cmd(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="The teacher: a model `bertcli finetune` wrote (or a transformers checkpoint with "
-                                         "a classification, token-classification or question-answering head)."),
-    task: str = typer.Option(..., "--task", "-t", help="classify, ner or squad: the teacher's task and its data flags."),
-    train: Path | None = typer.Option(None, "--train", help="classify: the training file (as finetune classify)."),
-    dev: Path | None = typer.Option(None, "--dev", help="classify: the dev file, scored after every epoch."),
-    test: Path | None = typer.Option(None, "--test", help="classify: a test file to predict."),
-    text_column: str | None = typer.Option(None, "--text-column", help="classify: column of the text."),
-    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="classify: column of the second text."),
-    label_column: str | None = typer.Option(None, "--label-column", help="classify: column of the label."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d", help="ner, squad: the data (as finetune ner / squad)."),
-    hub: str | None = typer.Option(None, "--hub", help="squad: a `datasets` name (needs the network)."),
-    version: int = num_option(1, "--version", ge=1, le=2, help="squad: 1 (v1.1) or 2 (v2.0)."),
-    layers: int | None = num_option(None, "--layers", ge=1, le=MAX_LAYERS,
-                                    help="Student of K of the teacher's layers, evenly spaced, with its embeddings and head "
-                                         "(default 4)."),
-    student: str | None = typer.Option(None, "--student",
-                                       help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
-                                            "(a fresh head)."),
-    unlabelled: Path | None = typer.Option(None, "--unlabelled",
-                                           help="Examples only the teacher labels: classify, the training file's layout "
-                                                "and columns; ner, one sentence per line (or jsonl \"tokens\"); squad, "
-                                                "SQuAD JSON or jsonl \"question\" + \"context\" (answers not read)."),
-    recipe: str = typer.Option("distill", "--recipe", "-r",
-                               help="Recipe whose `finetune` section (and its `distill` block) is used."),
+    checkpoint: Path = option(..., "--checkpoint",
+                              help="The teacher: a model `bertcli finetune` wrote (or a transformers checkpoint with "
+                                   "a classification, token-classification or question-answering head)."),
+    teacher_task: str = option(..., "--teacher-task", help="classify, ner or squad: the teacher's task and its data flags."),
+    train: Path | None = option(None, "--train", help="classify: the training file (as finetune classify)."),
+    dev: Path | None = option(None, "--dev", help="classify: the dev file, scored after every epoch."),
+    test: Path | None = option(None, "--test", help="classify: a test file to predict."),
+    text_column: str | None = option(None, "--text-column", help="classify: column of the text."),
+    text_pair_column: str | None = option(None, "--text-pair-column", help="classify: column of the second text."),
+    label_column: str | None = option(None, "--label-column", help="classify: column of the label."),
+    data_dir: Path | None = option(None, "--data-dir", help="ner, squad: the data (as finetune ner / squad)."),
+    hub: str | None = option(None, "--hub", help="squad: a `datasets` name (needs the network)."),
+    squad_version: int = num_option(1, "--squad-version", ge=1, le=2, help="squad: 1 (v1.1) or 2 (v2.0)."),
+    student_layers: int | None = num_option(None, "--student-layers", ge=1, le=MAX_LAYERS,
+                                            help="Student of K of the teacher's layers, evenly spaced, with its embeddings "
+                                                 "and head (default 4)."),
+    student: str | None = option(None, "--student",
+                                 help="Student: a checkpoint directory or recipe of the teacher's family and vocabulary "
+                                      "(a fresh head)."),
+    unlabelled: Path | None = option(None, "--unlabelled",
+                                     help="Examples only the teacher labels: classify, the training file's layout "
+                                          "and columns; ner, one sentence per line (or jsonl \"tokens\"); squad, "
+                                          "SQuAD JSON or jsonl \"question\" + \"context\" (answers not read)."),
+    recipe: str = option("distill", "--recipe",
+                         help="Recipe whose `finetune` section (and its `distill` block) is used."),
     set_: list[str] | None = SetOpt,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default: runs/distill/<teacher name>)."),
+    out: Path | None = option(None, "--out", help="Output directory (default: runs/distill/<teacher name>)."),
     force: bool = OutForceOpt,
     encoding: str | None = EncodingOpt,
+    as_json: bool = JsonOpt,
     sweep: SweepArgs | None = None,
 ) -> None:
     """Distill a fine-tuned model into a smaller, faster student (soft targets at a temperature, the hard labels,
     optionally hidden states and attention); the student is an ordinary fine-tuned model directory."""
     from bertcli import api
 
-    if task not in ("classify", "ner", "squad"):
-        raise UserError(f"--task {task!r} is not one of classify, ner, squad", where="--task",
-                        fix="e.g. --task classify --train train.csv --dev dev.csv")
-    api.distill(checkpoint, cast("Literal['classify', 'ner', 'squad']", task), train=train, dev=dev, test=test,
-                data_dir=data_dir, hub=hub, version=version, text_column=text_column,
-                text_pair_column=text_pair_column, label_column=label_column, layers=layers, student=student,
-                unlabelled=unlabelled, recipe=recipe, overrides=set_, out=out, encoding=encoding, force=force,
-                sweep=sweep)
+    if teacher_task not in ("classify", "ner", "squad"):
+        raise UserError(f"--teacher-task {teacher_task!r} is not one of classify, ner, squad", where="--teacher-task",
+                        fix="e.g. --teacher-task classify --train train.csv --dev dev.csv")
+    with _reporting(as_json) as report:
+        report(api.distill(checkpoint, cast("Literal['classify', 'ner', 'squad']", teacher_task), train=train, dev=dev,
+                           test=test, data_dir=data_dir, hub=hub, version=squad_version, text_column=text_column,
+                           text_pair_column=text_pair_column, label_column=label_column, layers=student_layers,
+                           student=student, unlabelled=unlabelled, recipe=recipe, overrides=set_, out=out,
+                           encoding=encoding, force=force, sweep=sweep))
 
 
 app.command("distill")(finetune_flags(distill_cmd))
@@ -359,55 +431,57 @@ app.command("distill")(finetune_flags(distill_cmd))
 
 @app.command()
 def features(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."),
-    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
-    layers: str = typer.Option("-1", "--layers", help="Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings)."),
-    combine: str = typer.Option("concat", "--combine", help="concat, sum or mean over the layers."),
-    pool: str = typer.Option("cls", "--pool", help="cls, mean (over real tokens) or none (one vector per token)."),
-    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
-    id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
+    checkpoint: Path = option(..., "--checkpoint"),
+    input: Path = option(..., "--input", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = option(..., "--out", help="Output: .parquet, or .npy (ids beside it in <name>.ids.txt)."),
+    layers: str = option("-1", "--layers"),
+    combine: str = option("concat", "--combine"),
+    pooling: str = pooling_option("features", ("cls", "mean", "none"), "cls",
+                                  help="cls (the first token), mean (over real tokens) or none (one vector per token)."),
+    text_column: str = option("text", "--text-column", help="Column of the text in table files."),
+    id_column: str | None = option(None, "--id-column"),
     max_seq_length: int = num_option(128, "--max-seq-length", of=(FinetuneConfig, "max_seq_length"),
                                      help="Longer texts are truncated."),
     batch_size: int = num_option(64, "--batch-size", of=(FinetuneConfig, "eval_batch_size"),
                                  help="Texts per forward pass (bounds memory)."),
     device: str = DeviceOpt,
-    force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
+    force: bool = option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
     threads: int | None = ThreadsOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
 
-    api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pool, text_column=text_column,
-                 id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device, encoding=encoding,
-                 force=force, threads=threads)
+    with _reporting(as_json) as report:
+        report(api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pooling, text_column=text_column,
+                            id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+                            encoding=encoding, force=force, threads=threads))
 
 
-PoolingOpt = typer.Option(None, "--pooling", help="mean (over real tokens), cls or max; last-layer-mean = mean. Default: a "
-                          "sentence-transformers directory's own, else mean.")
-NormalizeOpt = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings (default: a "
-                            "sentence-transformers directory's 2_Normalize, else no).")
+EMBED_POOLING_HELP = ("mean (over real tokens; last-layer-mean is the same), cls or max. Default: a sentence-transformers "
+                      "directory's own, else mean.")
+NormalizeOpt = option(None, "--normalize", help="L2-normalize the embeddings (default: a "
+                                                "sentence-transformers directory's 2_Normalize, else no).")
 EmbedLengthOpt = num_option(None, "--max-seq-length", ge=2, le=MAX_LENGTH,
                             help="Longer texts are truncated (default: the directory's "
-                            "max_seq_length, else 512, capped by the model's positions).")
+                                 "max_seq_length, else 512, capped by the model's positions).")
 
 
 @app.command("evaluate-embed")
 def evaluate_embed(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
-    beir: Path | None = typer.Option(None, "--beir", help="BEIR directory: corpus.jsonl, queries.jsonl, qrels/{dev,test}.tsv."),
-    split: str = typer.Option("test", "--split", help="The qrels split of --beir: dev or test."),
-    sts: Path | None = typer.Option(None, "--sts", help="STS pairs: STS-B's tsv, or a table with text, text_pair, score."),
-    pooling: str | None = PoolingOpt,
+    checkpoint: Path = option(..., "--checkpoint",
+                              help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    beir: Path | None = option(None, "--beir"),
+    split: str = option("test", "--split"),
+    sts: Path | None = option(None, "--sts"),
+    pooling: str | None = pooling_option("evaluate-embed", ("mean", "cls", "max"), None, help=EMBED_POOLING_HELP),
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
     batch_size: int = num_option(64, "--batch-size", ge=1, le=MAX_BATCH, help="Texts per forward pass."),
     device: str = DeviceOpt,
     threads: int | None = ThreadsOpt,
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Embedding quality of any checkpoint: retrieval (nDCG@10, MRR@10, Recall@1/10/100, MAP@100) and STS correlation."""
     from bertcli import api
@@ -421,10 +495,10 @@ def evaluate_embed(
 @app.command()
 def compare(
     run_dirs: list[Path] = typer.Argument(..., help="Two or more fine-tuning --out folders (sweeps: finetune ... --seeds N)."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print GitHub markdown tables (to paste into a paper or README)."),
-    as_json: bool = typer.Option(False, "--json", help="Print everything as JSON instead of a table."),
-    no_correction: bool = typer.Option(False, "--no-correction",
-                                       help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
+    markdown: bool = option(False, "--markdown", help="Print GitHub markdown tables (to paste into a paper or README)."),
+    as_json: bool = JsonOpt,
+    no_correction: bool = option(False, "--no-correction",
+                                 help="Leave the p-values uncorrected (default: Holm over all pairs x tasks)."),
 ) -> None:
     """A scorecard across checkpoints: each task's median over seeds with its spread, and each pair tested (Welch)."""
     from bertcli.compare.render import render_scorecard
@@ -439,27 +513,29 @@ def compare(
 
 @app.command()
 def embed(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c",
-                                    help="A bertcli, transformers or sentence-transformers checkpoint directory."),
-    input: Path = typer.Option(..., "--input", "-i", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output: .parquet (id, embedding), or .npy (ids in <name>.ids.tsv)."),
-    text_column: str = typer.Option("text", "--text-column", help="Column of the text in table files."),
-    id_column: str | None = typer.Option(None, "--id-column", help="Column of the text ids (default: the row number)."),
-    pooling: str | None = PoolingOpt,
+    checkpoint: Path = option(..., "--checkpoint",
+                              help="A bertcli, transformers or sentence-transformers checkpoint directory."),
+    input: Path = option(..., "--input", help="Texts: .txt (one per line), .csv, .tsv, .jsonl, .parquet."),
+    out: Path = option(..., "--out", help="Output: .parquet (id, embedding), or .npy (ids in <name>.ids.tsv)."),
+    text_column: str = option("text", "--text-column", help="Column of the text in table files."),
+    id_column: str | None = option(None, "--id-column"),
+    pooling: str | None = pooling_option("embed", ("mean", "cls", "max"), None, help=EMBED_POOLING_HELP),
     normalize: bool | None = NormalizeOpt,
     max_seq_length: int | None = EmbedLengthOpt,
     batch_size: int = num_option(64, "--batch-size", ge=1, le=MAX_BATCH, help="Texts per forward pass (bounds memory)."),
     device: str = DeviceOpt,
-    force: bool = typer.Option(False, "--force", help="Replace existing --out files."),
+    force: bool = option(False, "--force", help="Replace existing --out files."),
     encoding: str | None = EncodingOpt,
     threads: int | None = ThreadsOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Sentence embeddings of every text of a file (batched, streamed), pooled as the model says."""
     from bertcli import api
 
-    api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
-              normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
-              encoding=encoding, force=force, threads=threads)
+    with _reporting(as_json) as report:
+        report(api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
+                         normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+                         encoding=encoding, force=force, threads=threads))
 
 
 def task_command(cmd: task_commands.TaskCommand):
@@ -468,12 +544,12 @@ def task_command(cmd: task_commands.TaskCommand):
     docstring as help; it calls `bertcli.api.finetune(cmd.name, ...)`."""
 
     def shared(
-        checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help=CHECKPOINT_HELP),
-        recipe: str = typer.Option(cmd.recipe, "--recipe", "-r", help="Recipe whose `finetune` section is used."),
+        checkpoint: Path = option(..., "--checkpoint", help=CHECKPOINT_HELP),
+        recipe: str = option(cmd.recipe, "--recipe", help="Recipe whose `finetune` section is used."),
         set_: list[str] | None = SetOpt,
-        out: Path | None = typer.Option(None, "--out", "-o",
-                                        help=f"Output directory (default: runs/{cmd.name}/<checkpoint name>)."),
+        out: Path | None = option(None, "--out", help=f"Output directory (default: runs/{cmd.name}/<checkpoint name>)."),
         force: bool = OutForceOpt,
+        as_json: bool = JsonOpt,
     ) -> None: ...
 
     own = inspect.signature(cmd.options).parameters
@@ -489,8 +565,9 @@ def task_command(cmd: task_commands.TaskCommand):
         shared_args = {k: kwargs.pop(k) for k in common}
         if kwargs.get("sweep") is None:
             kwargs.pop("sweep", None)
-        api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"], overrides=shared_args["set_"],
-                     out=shared_args["out"], force=shared_args["force"], **kwargs)
+        with _reporting(shared_args["as_json"]) as report:
+            report(api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"],
+                                overrides=shared_args["set_"], out=shared_args["out"], force=shared_args["force"], **kwargs))
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # what typer reads
     command.__annotations__ = {p.name: p.annotation for p in params}
@@ -508,6 +585,8 @@ except UserError as _e:
     _broken_task = _e
 
 
+keep_old_spellings(app)
+keep_old_spellings(finetune_app, prefix="finetune ")
 plain_help(app, finetune_app)
 
 

@@ -1,6 +1,6 @@
 """What distillation buys in speed: a MiniLM-sized teacher (12 layers, H=384, 12 heads, 1536
 intermediate, built locally with random weights: speed does not depend on the values) against
-its 4-layer and 2-layer students (`bertcli distill --layers K`'s own student builder), each
+its 4-layer and 2-layer students (`bertcli distill --student-layers K`'s own student builder), each
 exported to ONNX and run by ONNX Runtime in fp32 and dynamic int8, timed in one process,
 interleaved. Latency at batch 1 and throughput at batch 32, `--length` tokens.
 

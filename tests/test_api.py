@@ -73,14 +73,14 @@ def test_bad_override_raises_the_clis_message():
 # Each command -> the api function it must call, and one argument it must pass through.
 CALLS = [
     (["pretrain", "-r", "bert-tiny", "--resume", "auto"], "pretrain", ("resume", "auto")),
-    (["tokenize", "-r", "bert-tiny", "--force"], "tokenize", ("force", True)),
+    (["tokenize", "-r", "bert-tiny", "--rebuild"], "tokenize", ("force", True)),
     (["build-data", "-r", "bert-tiny", "--all-phases"], "build_data", ("all_phases", True)),
-    (["finetune", "glue", "-c", "ck", "-t", "rte", "-d", "glue_data"], "finetune", ("tasks", "rte")),
+    (["finetune", "glue", "-c", "ck", "--tasks", "rte", "-d", "glue_data"], "finetune", ("tasks", "rte")),
     (["finetune", "classify", "-c", "ck", "--train", "a.csv", "--dev", "b.csv", "--regression"],
      "finetune", ("regression", True)),
     (["finetune", "ner", "-c", "ck", "-d", "conll"], "finetune", ("data_dir", Path("conll"))),
-    (["finetune", "squad", "-c", "ck", "-d", "squad", "--version", "2"], "finetune", ("version", 2)),
-    (["features", "-c", "ck", "-i", "t.txt", "-o", "f.parquet", "--pool", "mean"], "features", ("pool", "mean")),
+    (["finetune", "squad", "-c", "ck", "-d", "squad", "--squad-version", "2"], "finetune", ("version", 2)),
+    (["features", "-c", "ck", "-i", "t.txt", "-o", "f.parquet", "--pooling", "mean"], "features", ("pool", "mean")),
     (["fill-mask", "-c", "ck", "a [MASK]", "--top-k", "3"], "fill_mask", ("top_k", 3)),
     (["export", "-c", "ck", "-o", "bundle", "--quantize", "int8"], "export", ("quantize", "int8")),
     (["predict", "-c", "ck", "-i", "x.jsonl", "--batch-size", "4"], "predict", ("batch_size", 4)),
@@ -88,8 +88,8 @@ CALLS = [
     (["evaluate-embed", "-c", "ck", "--beir", "b", "--split", "dev"], "evaluate_embed", ("split", "dev")),
     (["finetune", "ner", "-c", "ck", "-d", "conll", "--seeds", "3", "--lr", "1e-3,2e-3", "--resume"], "finetune",
      ("sweep", SweepArgs("3", [1e-3, 2e-3], True))),
-    (["finetune", "glue", "-c", "ck", "-t", "rte", "-d", "g", "--from-mnli"], "finetune", ("from_mnli", True)),
-    (["distill", "-c", "ck", "-t", "ner", "-d", "conll", "--seeds", "1,7"], "distill", ("sweep", SweepArgs("1,7"))),
+    (["finetune", "glue", "-c", "ck", "--tasks", "rte", "-d", "g", "--from-mnli"], "finetune", ("from_mnli", True)),
+    (["distill", "-c", "ck", "--teacher-task", "ner", "-d", "conll", "--seeds", "1,7"], "distill", ("sweep", SweepArgs("1,7"))),
 ]
 
 

@@ -278,7 +278,7 @@ def test_distill_with_every_loss_weight_zero_is_refused(ev, tmp_path, cli):
 
     train, dev = write_classify(tmp_path / "data")
     before = snapshot(tmp_path)
-    r = cli("distill", "-c", ev["pretraining"], "--task", "classify", "--train", train, "--dev", dev, "--out", "out",
+    r = cli("distill", "-c", ev["pretraining"], "--teacher-task", "classify", "--train", train, "--dev", dev, "--out", "out",
             "--set", "finetune.distill.soft_weight=0", "--set", "finetune.distill.hard_weight=0")
     assert_user_error(r, "every distillation loss weight is 0", "soft_weight 0, hard_weight 0, hidden_weight 0",
                       "where: finetune.distill", "--set finetune.distill.soft_weight=0.5")

@@ -91,7 +91,7 @@ def test_finetune_checks_its_output_before_training(tmp_path):
     (ckpt / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]))
     glue = write_glue(tmp_path / "glue")
     (tmp_path / "out_file").write_text("x")
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "rte", "-d", glue, "-o", tmp_path / "out_file", cwd=tmp_path)
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "rte", "-d", glue, "-o", tmp_path / "out_file", cwd=tmp_path)
     assert_user_error(r, "--out", "regular file")
     assert "reading RTE" not in r.output and "steps" not in r.output   # refused before any task was read
 

@@ -45,7 +45,7 @@ def keyword(pretrained_tiny, tmp_path_factory):
 
 def distill(k, out: Path, *extra: str, labelled: str = "small.csv"):
     d = k["data"]
-    return run_cli("distill", "-c", str(k["teacher"]), "--task", "classify", "--train", str(d / labelled),
+    return run_cli("distill", "-c", str(k["teacher"]), "--teacher-task", "classify", "--train", str(d / labelled),
                    "--dev", str(d / "dev.csv"), "--out", str(out), *TUNE, *extra, cwd=out.parent)
 
 
@@ -80,7 +80,7 @@ def test_distilled_student_beats_the_same_student_on_hard_labels(keyword, tmp_pa
 
 
 def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
-    """--layers 1: the teacher's embeddings, its top layer and its head, distilled with the
+    """--student-layers 1: the teacher's embeddings, its top layer and its head, distilled with the
     unlabelled texts. It keeps most of the teacher's accuracy (seen: 93.7% vs 91.0%), loads in
     transformers with the same logits, and a rerun reuses the cached teacher logits with the
     same result."""
@@ -88,7 +88,7 @@ def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
     import torch
     import transformers
 
-    extra = ("--layers", "1", "--unlabelled", str(keyword["data"] / "unlabelled.csv"), "--set", "finetune.epochs=4")
+    extra = ("--student-layers", "1", "--unlabelled", str(keyword["data"] / "unlabelled.csv"), "--set", "finetune.epochs=4")
     r = distill(keyword, tmp_path / "s1", *extra)
     assert r.rc == 0, r.output
     res = json.loads((tmp_path / "s1" / "results.json").read_text())
@@ -133,11 +133,12 @@ def test_bad_inputs_are_one_message_each(keyword, tmp_path):
 
     d = keyword["data"]
     # a teacher without a task head
-    r = run_cli("distill", "-c", str(keyword["pretrained"]), "--task", "classify", "--train", str(d / "small.csv"),
+    r = run_cli("distill", "-c", str(keyword["pretrained"]), "--teacher-task", "classify", "--train", str(d / "small.csv"),
                 "--dev", str(d / "dev.csv"), "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert_user_error(r, "no task head", "bertcli finetune classify -c")
     # more layers than the teacher has
-    assert_user_error(distill(keyword, tmp_path / "b", "--layers", "3"), "--layers 3 is more than the teacher's 2 layers")
+    assert_user_error(distill(keyword, tmp_path / "b", "--student-layers", "3"),
+                      "--student-layers 3 is more than the teacher's 2 layers")
     # a student of another vocabulary, and one of another family
     other = tiny_checkpoint(tmp_path / "other_vocab", corpus_texts())
     assert_user_error(distill(keyword, tmp_path / "c", "--student", str(other)), "vocabulary", "teacher's tokenizer")
@@ -151,8 +152,9 @@ def test_bad_inputs_are_one_message_each(keyword, tmp_path):
     rows = [(line.rsplit(",", 1)[0], "c2" if line.endswith("c1") else "c0")
             for line in (d / "small.csv").read_text().splitlines()[1:]]
     write_csv(tmp_path / "relabelled.csv", rows)
-    r = run_cli("distill", "-c", str(keyword["teacher"]), "--task", "classify", "--train", str(tmp_path / "relabelled.csv"),
-                "--dev", str(tmp_path / "relabelled.csv"), "--out", str(tmp_path / "g"), cwd=tmp_path)
+    r = run_cli("distill", "-c", str(keyword["teacher"]), "--teacher-task", "classify",
+                "--train", str(tmp_path / "relabelled.csv"), "--dev", str(tmp_path / "relabelled.csv"),
+                "--out", str(tmp_path / "g"), cwd=tmp_path)
     assert_user_error(r, "the teacher's labels (c0, c1) are not the training data's (c0, c2)")
     for name in "abcefg":
         assert not (tmp_path / name / "model.safetensors").exists()

@@ -76,7 +76,7 @@ def soft_and_hard(k, task: str, data, unlabelled, tmp_path, *extra: str) -> tupl
     """results.json of the same student distilled (soft) and trained on the hard labels alone."""
     out = {}
     for name, loss in (("soft", ()), ("hard", HARD_ONLY)):
-        r = run_cli("distill", "-c", str(k["teacher"]), "--task", task, "--data-dir", str(data),
+        r = run_cli("distill", "-c", str(k["teacher"]), "--teacher-task", task, "--data-dir", str(data),
                     "--student", str(k["pretrained"]), "--unlabelled", str(unlabelled), "--out", str(tmp_path / name),
                     *FAST, *extra, *loss, cwd=tmp_path)
         assert r.rc == 0, r.output
@@ -117,8 +117,9 @@ def test_unlabelled_files_of_the_wrong_kind_are_one_message_each(ner, squad, tmp
     no_context.write_text('{"question": "what is the red code?"}\n', encoding="utf-8")
 
     def distill(k, task, data, unlabelled, *extra):
-        return run_cli("distill", "-c", str(k["teacher"]), "--task", task, "--data-dir", str(data), "--layers", "1",
-                       "--unlabelled", str(unlabelled), "--out", str(tmp_path / "never"), *extra, cwd=tmp_path)
+        return run_cli("distill", "-c", str(k["teacher"]), "--teacher-task", task, "--data-dir", str(data),
+                       "--student-layers", "1", "--unlabelled", str(unlabelled), "--out", str(tmp_path / "never"), *extra,
+                       cwd=tmp_path)
 
     assert_user_error(distill(ner, "ner", ner["root"] / "small", conll), "looks like a CoNLL file", "tagged.txt",
                       "one per line")
@@ -132,7 +133,7 @@ def test_ner_student_keeps_the_teachers_f1_and_loads_in_transformers(ner, tmp_pa
     import transformers
 
     data = ner["root"] / "full"
-    s = run_cli("distill", "-c", str(ner["teacher"]), "--task", "ner", "--data-dir", str(data), "--layers", "1",
+    s = run_cli("distill", "-c", str(ner["teacher"]), "--teacher-task", "ner", "--data-dir", str(data), "--student-layers", "1",
                 "--out", str(tmp_path / "s"), *FAST, "--set", "finetune.epochs=3", cwd=tmp_path)
     assert s.rc == 0, s.output
     teacher = json.loads((ner["teacher"] / "results.json").read_text())
@@ -160,8 +161,9 @@ def test_squad_student_learns_from_start_and_end_distributions(squad, tmp_path):
     import transformers
 
     data = squad["root"] / "full"
-    s = run_cli("distill", "-c", str(squad["teacher"]), "--task", "squad", "--data-dir", str(data), "--layers", "1",
-                "--out", str(tmp_path / "s"), *FAST, *SQUAD_SIZE, "--set", "finetune.epochs=2", cwd=tmp_path)
+    s = run_cli("distill", "-c", str(squad["teacher"]), "--teacher-task", "squad", "--data-dir", str(data),
+                "--student-layers", "1", "--out", str(tmp_path / "s"), *FAST, *SQUAD_SIZE, "--set", "finetune.epochs=2",
+                cwd=tmp_path)
     assert s.rc == 0, s.output
     teacher = json.loads((squad["teacher"] / "results.json").read_text())
     res = json.loads((tmp_path / "s" / "results.json").read_text())

@@ -25,7 +25,7 @@ def _tsv(path: Path) -> list[list[str]]:
 def test_all_tasks_from_pretrained_tiny(tmp_path, pretrained_tiny):
     data = write_tasks(tmp_path / "glue_data")
     out = tmp_path / "out"
-    r = run_cli("finetune", "glue", "--checkpoint", pretrained_tiny, "--task", "all", "--data-dir", data,
+    r = run_cli("finetune", "glue", "--checkpoint", pretrained_tiny, "--tasks", "all", "--data-dir", data,
                 "--out", out, "--set", "finetune.learning_rate=5e-4", "--set", "finetune.batch_size=16",
                 "--set", "finetune.max_seq_length=64", "--set", "finetune.epochs=3",
                 "--set", "finetune.tasks.mnli.epochs=1", "--set", "finetune.tasks.stsb.epochs=1",
@@ -89,7 +89,7 @@ def test_transformers_roberta_directory(tmp_path):
         (mrpc / f"{name}.tsv").write_text(head + "".join(f"{lab}\t{i}\t{i + 1}\t{a}\t{b}\n"
                                                          for i, (lab, a, b) in enumerate(rows)))
     out = tmp_path / "out"
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", tmp_path / "glue", "-o", out,
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "MRPC", "-d", tmp_path / "glue", "-o", out,
                 "--set", "finetune.tasks.mrpc.epochs=2", "--set", "finetune.learning_rate=1e-3",
                 "--set", "finetune.max_seq_length=64",
                 cwd=tmp_path, env=ONE_THREAD)
@@ -122,16 +122,16 @@ def test_bad_input_is_one_clear_message(tmp_path):
     (ckpt / "model.safetensors").write_bytes(b"")
     glue = write_glue(tmp_path / "glue", {k: v for k, v in GLUE_FILES.items() if k.startswith(("RTE", "CoLA"))})
 
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "rte", "-d", glue, cwd=tmp_path)
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "rte", "-d", glue, cwd=tmp_path)
     assert_user_error(r, "has no tokenizer", str(ckpt))
 
     (ckpt / "tokenizer.json").write_text("{}")
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "sts", "-d", glue, cwd=tmp_path)
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "sts", "-d", glue, cwd=tmp_path)
     assert_user_error(r, "unknown GLUE task 'sts'", "did you mean stsb")
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "MRPC", "-d", glue, cwd=tmp_path)
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "MRPC", "-d", glue, cwd=tmp_path)
     assert_user_error(r, "no MRPC folder", "found: CoLA, RTE")
     (glue / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tc\td\tentails\n")
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "all", "-d", glue, cwd=tmp_path)
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "all", "-d", glue, cwd=tmp_path)
     assert_user_error(r, "unknown RTE label 'entails'", "RTE/dev.tsv:3")
     assert not (tmp_path / "runs").exists()          # nothing half-written
 

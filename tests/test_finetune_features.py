@@ -68,7 +68,7 @@ def test_features_cli_and_errors(tmp_path):
     ckpt = tiny_checkpoint(tmp_path / "ckpt", corpus_texts(100))
     (tmp_path / "in.jsonl").write_text('{"key": "a", "body": "john met mary in paris"}\n{"key": "b", "body": "oslo"}\n')
     r = run_cli("features", "-c", ckpt, "--input", tmp_path / "in.jsonl", "--out", tmp_path / "f.npy",
-                "--text-column", "body", "--id-column", "key", "--layers", "-1,-2", "--pool", "mean", "--threads", "2",
+                "--text-column", "body", "--id-column", "key", "--layers", "-1,-2", "--pooling", "mean", "--threads", "2",
                 cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     assert "threads: 2 (--threads: 2)" in r.stderr          # the flag wins over OMP_NUM_THREADS

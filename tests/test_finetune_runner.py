@@ -52,7 +52,7 @@ def test_glue_trains_on_the_first_n_rows(tmp_path):
     ckpt = tiny_checkpoint(tmp_path / "ckpt",
                            [ln.split("\t")[0] for ln in (data / "SST-2" / "train.tsv").read_text().splitlines()])
     out = tmp_path / "out"
-    r = run_cli("finetune", "glue", "-c", ckpt, "-t", "sst2", "-d", data, "-o", out, *COMMON,
+    r = run_cli("finetune", "glue", "-c", ckpt, "--tasks", "sst2", "-d", data, "-o", out, *COMMON,
                 "--set", f"finetune.batch_size={BATCH}", "--set", "finetune.epochs=1",
                 "--set", "finetune.max_seq_length=32", cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output

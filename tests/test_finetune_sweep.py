@@ -311,8 +311,8 @@ def test_distill_takes_the_shared_flags_and_seeds(task, tmp_path):
     r = run_cli(*_classify(task, teacher, "--lr", "1e-2"), cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     out = tmp_path / "student"
-    r = run_cli("distill", "-c", teacher, "--task", "classify", "--train", task / "train.csv", "--dev", task / "dev.csv",
-                "-o", out, "--layers", "1", "--epochs", "2", "--max-seq-length", "16", "--lr", "3e-3", "--seeds", "5,9",
+    r = run_cli("distill", "-c", teacher, "--teacher-task", "classify", "--train", task / "train.csv", "--dev", task / "dev.csv",
+                "-o", out, "--student-layers", "1", "--epochs", "2", "--max-seq-length", "16", "--lr", "3e-3", "--seeds", "5,9",
                 cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     assert "sweep: 2 runs (1 rate x 2 seeds 5, 9)" in r.output                 # 64 examples / batch 32 x 2 epochs

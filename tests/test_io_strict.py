@@ -250,7 +250,7 @@ SQUAD_CASES = {
 def test_squad_refuses_what_it_cannot_read_exactly(main, tmp_path, case):
     qas, version, needles = SQUAD_CASES[case]
     d = squad_dir(tmp_path, qas, version)
-    extra = ("--version", "2") if version == "2.0" else ()
+    extra = ("--squad-version", "2") if version == "2.0" else ()
     main("finetune", "squad", "-c", fake_checkpoint(tmp_path / "ckpt"), "-d", d, "-o", tmp_path / "out", *extra,
          needles=needles)
 

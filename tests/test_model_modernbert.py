@@ -187,7 +187,7 @@ def test_pretrain_then_finetune_glue_through_the_cli(tmp_path, one_thread):
     # `bertcli finetune glue` on the checkpoint; the saved classifier loads in transformers
     data = write_tasks(tmp_path / "glue", n_sst=320)
     out = tmp_path / "ft"
-    r = run_cli_process("finetune", "glue", "--checkpoint", final, "--task", "sst2", "--data-dir", data, "--out", out,
+    r = run_cli_process("finetune", "glue", "--checkpoint", final, "--tasks", "sst2", "--data-dir", data, "--out", out,
                 "--set", "finetune.learning_rate=1e-3", "--set", "finetune.batch_size=16",
                 "--set", "finetune.max_seq_length=64", "--set", "finetune.epochs=3", cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output

@@ -107,7 +107,7 @@ def test_recipes_descriptions_are_whole_sentences():
     (["pretrain", "-r", "glue"], ["is a fine-tuning recipe", "bertcli finetune"]),
     (["tokenize", "-r", "glue"], ["is a fine-tuning recipe"]),
     (["build-data", "-r", "glue.yaml"], ["is a fine-tuning recipe"]),
-    (["finetune", "glue", "-r", "bert-tiny", "-c", "ckpt", "-t", "sst2", "-d", "x"],
+    (["finetune", "glue", "-r", "bert-tiny", "-c", "ckpt", "--tasks", "sst2", "-d", "x"],
      ["is a pretraining recipe", "-r glue"]),
 ])
 def test_a_recipe_for_the_other_command_is_refused(cli, args, needles):
@@ -148,7 +148,7 @@ def test_hub_names_fail_at_once_when_the_hub_cannot_be_reached(cli, tmp_path):
                           cwd=tmp_path, env=UNREACHABLE)     # datasets reads HF_* when it is imported
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/corpus", "corpus.sources[0]")
     ckpt = roberta_dir(tmp_path / "ckpt", ["a few words of text", "and a few more words"] * 20)
-    res = run_cli_process("finetune", "glue", "-c", ckpt, "-t", "sst2", "--hub", "someone/glue", cwd=tmp_path,
+    res = run_cli_process("finetune", "glue", "-c", ckpt, "--tasks", "sst2", "--hub", "someone/glue", cwd=tmp_path,
                           env={**UNREACHABLE, **ONE_THREAD})
     assert_user_error(res, "cannot reach 127.0.0.1", "someone/glue", "--hub")
 

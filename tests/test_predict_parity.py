@@ -166,10 +166,10 @@ def test_features_equal_predict_features(checkpoint, tmp_path):
     pool = "mean"
     texts = [" ".join(tagged_sentence(random.Random(i))[0] * 3) for i in range(6)]      # some truncated
     file = jsonl(tmp_path / "in.jsonl", [{"text": t} for t in texts])
-    ok(run_cli("features", "-c", ckpt, "-i", file, "-o", tmp_path / "f.npy", "--layers", "-1", "--pool", pool,
+    ok(run_cli("features", "-c", ckpt, "-i", file, "-o", tmp_path / "f.npy", "--layers", "-1", "--pooling", pool,
                "--max-seq-length", "24", env=ONE_THREAD))
     feats = np.load(tmp_path / "f.npy")
-    preds = predict(ckpt, file, tmp_path / "p.jsonl", "--task", "features", "--pooling", pool, "--max-length", "24")
+    preds = predict(ckpt, file, tmp_path / "p.jsonl", "--task", "features", "--pooling", pool, "--max-seq-length", "24")
     got = np.array([p["embedding"] for p in preds])
     assert feats.shape == got.shape == (6, 32)
     np.testing.assert_allclose(got, feats, atol=2e-6, rtol=0)

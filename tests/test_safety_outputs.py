@@ -70,7 +70,7 @@ def case(name, tmp, ck):
     if name == "unmarked/glue":
         out.mkdir()
         (out / "notes.md").write_text("x")
-        return ["finetune", "glue", "-c", ck, "-t", "rte", "-d", tmp / "data", "--out", out], ["notes.md"]
+        return ["finetune", "glue", "-c", ck, "--tasks", "rte", "-d", tmp / "data", "--out", out], ["notes.md"]
     if name == "unmarked/squad":
         out.mkdir()
         (out / "notes.md").write_text("x")
@@ -170,10 +170,10 @@ def case(name, tmp, ck):
                                               "--max-seq-length", "-4"], ["--max-seq-length: must be >= 8, got -4"]),
         "num/predict --batch-size 0": (["predict", "-c", ck, "-i", texts, "--batch-size", "0"], ["--batch-size"]),
         "num/predict --top-k 0": (["predict", "-c", ck, "-i", texts, "--top-k", "0"], ["--top-k: must be >= 1"]),
-        "num/predict --max-length 4": (["predict", "-c", ck, "-i", texts, "--max-length", "4"], ["--max-length"]),
+        "num/predict --max-seq-length 4": (["predict", "-c", ck, "-i", texts, "--max-seq-length", "4"], ["--max-seq-length"]),
         "num/fill-mask --top-k 0": (["fill-mask", "a [MASK] b", "-c", ck, "--top-k", "0"], ["--top-k"]),
-        "num/squad --version 3": (["finetune", "squad", "-c", ck, "-d", tmp, "--version", "3"],
-                                  ["--version: must be <= 2"]),
+        "num/squad --squad-version 3": (["finetune", "squad", "-c", ck, "-d", tmp, "--squad-version", "3"],
+                                  ["--squad-version: must be <= 2"]),
         "num/export --opset 0": (["export", "-c", ck, "-o", out, "--opset", "0"], ["--opset: must be >= 1"]),
     }
     if name in flags:
@@ -193,7 +193,7 @@ CASES = ["unmarked/classify user file", "unmarked/classify hidden file only", "u
          "path/features ids file exists", "path/predict out exists", "path/classify out is a file",
          "num/features --batch-size 0", "num/features --batch-size -3", "num/features --max-seq-length 0",
          "num/features --max-seq-length -4", "num/predict --batch-size 0", "num/predict --top-k 0",
-         "num/predict --max-length 4", "num/fill-mask --top-k 0", "num/squad --version 3", "num/export --opset 0"]
+         "num/predict --max-seq-length 4", "num/fill-mask --top-k 0", "num/squad --squad-version 3", "num/export --opset 0"]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -281,7 +281,7 @@ def test_a_second_writer_fails_at_once_naming_the_holder(command, tmp_path, ckpt
     argv = {
         "finetune classify": ["finetune", "classify", "-c", ckpt, "--train", train, "--dev", dev, "--out", out],
         "finetune ner": ["finetune", "ner", "-c", ckpt, "-d", write_ner(tmp_path / "ner"), "--out", out],
-        "finetune glue": ["finetune", "glue", "-c", ckpt, "-t", "sst2", "-d", tmp_path, "--out", out],
+        "finetune glue": ["finetune", "glue", "-c", ckpt, "--tasks", "sst2", "-d", tmp_path, "--out", out],
         "features": ["features", "-c", ckpt, "-i", texts, "--out", out],
         "predict": ["predict", "-c", ckpt, "-i", texts, "--out", out],
         "tokenize": ["tokenize", "-r", "bert-tiny", "--set", f"output_dir={out}"],

@@ -51,7 +51,7 @@ def argv_of(command: str, models: dict, data: Path, out: Path) -> list:
     if command == "finetune ner":
         return ["finetune", "ner", "-c", base, "-d", write_ner(data / "ner"), "--out", out, *FT, *NER_FT]
     if command == "finetune glue":
-        return ["finetune", "glue", "-c", base, "-t", "sst2", "-d", write_sst2(data / "glue"), "--out", out, *FT]
+        return ["finetune", "glue", "-c", base, "--tasks", "sst2", "-d", write_sst2(data / "glue"), "--out", out, *FT]
     if command == "finetune squad":
         from squad_synth import write_squad
 

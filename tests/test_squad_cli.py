@@ -49,7 +49,7 @@ def test_learns_squad_through_the_cli(squad, tmp_path, version, family):
     root, data, ckpts = squad
     ckpt = ckpts[family]
     out = tmp_path / "out"
-    r = run_cli("finetune", "squad", "-c", ckpt, "-d", data[version], "--version", str(version), "-o", out,
+    r = run_cli("finetune", "squad", "-c", ckpt, "-d", data[version], "--squad-version", str(version), "-o", out,
                 *SHORT, cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     res = json.loads((out / "results.json").read_text())
@@ -124,8 +124,8 @@ def test_datasets_layouts_read_as_the_json(squad, tmp_path):
         # --hub runs datasets.load_dataset itself: offline it reads a local folder of the hub's files
         got = load_squad(hub=str(tmp_path / f"pq{version}"), version=version)
         assert got.layout == "hub" and got.dev.ids == ref.dev.ids and got.train.answers == ref.train.answers
-        # the datasets layout of v2.0 data without --version 2 (and the reverse) is refused
-        with pytest.raises(UserError, match="--version 2" if version == 2 else "v1.1"):
+        # the datasets layout of v2.0 data without --squad-version 2 (and the reverse) is refused
+        with pytest.raises(UserError, match="--squad-version 2" if version == 2 else "v1.1"):
             load_squad(tmp_path / f"disk{version}", version=3 - version)
 
 
@@ -139,8 +139,8 @@ def test_bad_input_is_one_clear_message(squad, tmp_path):
     root, data, ckpts = squad
     ckpt = ckpts["bert"]
     run = lambda *a: run_cli("finetune", "squad", "-c", ckpt, *a, cwd=tmp_path)  # noqa: E731
-    assert_user_error(run("-d", data[2]), "SQuAD v2.0", "--version 2")
-    with pytest.raises(UserError, match="drop --version 2|v1.1"):
+    assert_user_error(run("-d", data[2]), "SQuAD v2.0", "--squad-version 2")
+    with pytest.raises(UserError, match="drop --squad-version 2|v1.1"):
         load_squad(data[1], version=2)
 
     good = json.loads((data[1] / "train-v1.1.json").read_text())

@@ -62,7 +62,8 @@ def assert_refused(result, before: dict, root: Path, *needles: str) -> None:
 @pytest.mark.parametrize("argv,needles", [
     (["finetune", "embed", "-c", "{ck}", "--train", "{texts}", "--unsupervised", "--epochs", "1e308"],
      ["--epochs: must be <= 1000000.0, got 1e+308", "at most 1000000.0"]),
-    (["distill", "--task", "classify", "-c", "{ck}", "--train", "{train}", "--dev", "{dev}", "--set", "finetune.epochs=1e308"],
+    (["distill", "--teacher-task", "classify", "-c", "{ck}", "--train", "{train}", "--dev", "{dev}",
+      "--set", "finetune.epochs=1e308"],
      ["finetune.epochs: must be <= 1000000.0", "give finetune.epochs a value <= 1000000.0"]),
     (["finetune", "classify", "-c", "{ck}", "--train", "{train}", "--dev", "{dev}", "--epochs", "1e308"],
      ["--epochs: must be <= 1000000.0, got 1e+308"]),

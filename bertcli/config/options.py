@@ -1,6 +1,13 @@
 """Command-line options that mirror recipe keys, shared by the CLI and the task commands that
 declare their own flags (bertcli/finetune/*/command.py).
 
+Every flag concept is declared once, in FLAGS (its spelling, short form, meaning and values),
+and every option of every command is made from its declaration (`option`, `num_option`,
+`pooling_option`), so one concept has one spelling and one spelling one meaning
+(tests/test_flags.py). A renamed flag's old spelling (RENAMED) keeps working for one release,
+hidden from --help, with a note naming the new one (`keep_old_spellings`). docs/cli.md lists
+them.
+
 Every numeric flag is made by `num_option`, with the bounds of the recipe key it sets (`of=`) or
 its own, in `num`'s terms, an upper bound included, and is checked as the recipe's keys are
 (finite, within the bounds: one message naming the flag and the largest value accepted, exit 2).
@@ -24,12 +31,179 @@ from bertcli.core.errors import UserError
 NUM_FLAGS: set[str] = set()
 MAX_RUNS = 10_000          # --seeds N: runs of one sweep (each a whole fine-tuning run)
 
-SetOpt = typer.Option(None, "--set", "-s", help="Override a recipe field: section.key=value (YAML value); repeatable.")
-EncodingOpt = typer.Option(None, "--encoding", help="Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 "
-                           "byte-order mark is honoured), e.g. latin1, cp1252, gb18030.")
-OutForceOpt = typer.Option(False, "--force", help="Replace an earlier bertcli result in --out: only the files its "
-                           "marker (.bertcli-output.json) lists are removed; anything else there stays.")
-CHECKPOINT_HELP = "A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory."
+
+# ------------------------------------------------------------------ one declaration per concept
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One flag concept: its one spelling (`name`, with `short` and a `--no-` form `off` where it
+    has them), its meaning (the help, unless a command states its own detail of the same
+    meaning), the value names it takes (`values`, for the docs and the pooling check), and the
+    commands it belongs to (`only`: command-specific; empty: any command may use it)."""
+
+    name: str
+    help: str
+    short: str | None = None
+    off: str | None = None
+    values: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+
+    @property
+    def decls(self) -> list[str]:
+        """What typer is given: ["--verify/--no-verify"] or ["--checkpoint", "-c"]."""
+        return [f"{self.name}/{self.off}" if self.off else self.name, *([self.short] if self.short else [])]
+
+
+# The pooling vocabulary: one value name per way of making one vector of a text's token states
+# (bertcli/model/pooling.py, bertcli/finetune/encoder_heads.py); each command takes a subset.
+POOLINGS = ("cls", "mean", "max", "pooler", "none")
+
+_FLAGS = (
+    # -- shared: the same meaning on every command that has them
+    Flag("--recipe", "Recipe: a YAML path or a shipped name (bert-tiny, albert-base, ...).", short="-r"),
+    Flag("--set", "Override a recipe field: section.key=value (YAML value); repeatable.", short="-s"),
+    Flag("--checkpoint", "A bertcli or transformers BERT/RoBERTa/ALBERT/ModernBERT checkpoint directory.", short="-c"),
+    Flag("--out", "Where the command writes its result.", short="-o"),
+    Flag("--force", "Replace the earlier output: only what bertcli wrote there (its marker, .bertcli-output.json, "
+         "lists it) is removed; anything else stays."),
+    Flag("--resume", "Continue what is already in the output."),
+    Flag("--json", "Print the figures as one JSON document on stdout instead of tables."),
+    Flag("--input", "The texts or records to run the model on: .txt (one per line), .csv, .tsv, .jsonl, .parquet.",
+         short="-i"),
+    Flag("--train", "Training file."),
+    Flag("--dev", "Dev (validation) data."),
+    Flag("--test", "Test file."),
+    Flag("--data-dir", "A dataset directory holding its splits.", short="-d"),
+    Flag("--hub", "A `datasets` name to load with datasets.load_dataset (needs the network)."),
+    Flag("--text-column", "Column of the text."),
+    Flag("--text-pair-column", "Column of the second text of a pair."),
+    Flag("--label-column", "Column of the label."),
+    Flag("--id-column", "Column of the text ids (default: the row number)."),
+    Flag("--encoding", "Text encoding of the input files (default: UTF-8; a UTF-8 or UTF-16 byte-order mark is "
+         "honoured), e.g. latin1, cp1252, gb18030."),
+    Flag("--max-seq-length", "Tokens per sequence (special tokens included); longer ones are truncated."),
+    Flag("--batch-size", "Sequences per batch."),
+    Flag("--seed", "Seed of the command's randomness."),
+    Flag("--threads", "Intra-op CPU threads (default: the cores other jobs leave free; docs/threads.md)."),
+    Flag("--device", "auto, cpu, cuda, cuda:N, mps.", values=("auto", "cpu", "cuda", "cuda:N", "mps")),
+    Flag("--pooling", "How a text's token states become one vector.", values=POOLINGS),
+    Flag("--normalize", "L2-normalize the embeddings.", off="--no-normalize"),
+    Flag("--top-k", "Candidates per mask."),
+    Flag("--task", "The head kind: fill-mask, classification, token-classification, question-answering, features "
+         "or embed.", short="-t",
+         values=("fill-mask", "classification", "token-classification", "question-answering", "features", "embed"),
+         only=("export", "predict")),
+    Flag("--squad-version", "1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold).",
+         values=("1", "2"), only=("finetune squad", "distill")),
+    Flag("--lr", "Peak learning rate."),
+    Flag("--epochs", "Passes over the training set."),
+    Flag("--seeds", "Run several seeds."),
+    # -- the program, not a command
+    Flag("--version", "Print the program's version and exit.", only=("",)),
+    Flag("--debug", "Show the traceback of an error instead of the one-line message.", only=("",)),
+    # -- command-specific
+    Flag("--yaml", "Print only the resolved recipe.", only=("info",)),
+    Flag("--rebuild", "Rebuild the cached stage even when a complete, up-to-date copy exists.",
+         only=("tokenize", "build-data")),
+    Flag("--all-phases", "Build every phase's data.", only=("build-data",)),
+    Flag("--init-from", "Continued pretraining: start from this checkpoint.", only=("pretrain",)),
+    Flag("--corpus", "Held-out text (a file or directory, as corpus.sources reads it); repeatable.", only=("evaluate",)),
+    Flag("--objective", "Row layout: nsp, sop or none.", values=("nsp", "sop", "none"), only=("evaluate",)),
+    Flag("--pppl-rows", "Rows scored for the pseudo-perplexity.", only=("evaluate",)),
+    Flag("--cache", "Where the corpus, tokenizer and masked-data stages are cached.", only=("evaluate",)),
+    Flag("--opset", "ONNX opset.", only=("export",)),
+    Flag("--fp16", "Half-precision weights.", only=("export",)),
+    Flag("--quantize", "int8: ONNX Runtime dynamic quantization.", values=("int8",), only=("export",)),
+    Flag("--verify", "Compare ONNX Runtime with PyTorch on real inputs.", off="--no-verify", only=("export",)),
+    Flag("--optimize", "ONNX Runtime's transformer fusions.", off="--no-optimize", only=("export",)),
+    Flag("--allow-impossible", "An empty answer wins when the null span scores higher (SQuAD 2.0).", only=("predict",)),
+    Flag("--teacher-task", "The teacher's fine-tuning task, and so the data flags read.",
+         values=("classify", "ner", "squad"), only=("distill",)),
+    Flag("--student-layers", "Student of K of the teacher's layers.", only=("distill",)),
+    Flag("--student", "Student: a checkpoint directory or recipe.", only=("distill",)),
+    Flag("--unlabelled", "Examples only the teacher labels.", only=("distill",)),
+    Flag("--layers", "Hidden-state layers, e.g. -1,-2,-3,-4 (0 = embeddings).", only=("features",)),
+    Flag("--combine", "concat, sum or mean over the layers.", values=("concat", "sum", "mean"), only=("features",)),
+    Flag("--beir", "BEIR directory: corpus.jsonl, queries.jsonl, qrels/{dev,test}.tsv.", only=("evaluate-embed",)),
+    Flag("--sts", "STS pairs: STS-B's tsv, or a table with text, text_pair, score.", only=("evaluate-embed",)),
+    Flag("--split", "The qrels split of --beir: dev or test.", values=("dev", "test"), only=("evaluate-embed",)),
+    Flag("--markdown", "Print GitHub markdown tables.", only=("compare",)),
+    Flag("--no-correction", "Leave the p-values uncorrected.", only=("compare",)),
+    Flag("--tasks", "GLUE tasks: names separated by commas, or all.", only=("finetune glue",)),
+    Flag("--from-mnli", "Start RTE, MRPC and STS-B from the MNLI-fine-tuned encoder.", only=("finetune glue",)),
+    Flag("--regression", "Predict a number (labels must be numeric).", only=("finetune classify",)),
+    Flag("--unsupervised", "SimCSE: each sentence is its own positive.", only=("finetune embed",)),
+    Flag("--anchor-column", "Column of the anchor (query).", only=("finetune embed",)),
+    Flag("--positive-column", "Column of the positive.", only=("finetune embed",)),
+    Flag("--negative-column", "Hard-negative column(s).", only=("finetune embed",)),
+    Flag("--score-column", "Column of the similarity score.", only=("finetune embed",)),
+    Flag("--dims", "Matryoshka dimensions.", only=("finetune embed",)),
+    Flag("--symmetric", "In-batch negatives both ways.", off="--one-way", only=("finetune embed",)),
+    Flag("--mini-batch-size", "GradCache: texts per forward pass.", only=("finetune embed",)),
+)
+FLAGS: dict[str, Flag] = {f.name: f for f in _FLAGS}
+assert len(FLAGS) == len(_FLAGS), "a flag is declared twice"
+
+
+@dataclasses.dataclass(frozen=True)
+class Renamed:
+    """A renamed flag: its old spellings still work on `commands` for one release (hidden from
+    --help; a one-line note on stderr names the new one)."""
+
+    old: tuple[str, ...]
+    new: str
+    commands: tuple[str, ...]
+
+
+RENAMED = (
+    Renamed(("--max-length",), "--max-seq-length", ("predict",)),
+    Renamed(("--pool",), "--pooling", ("features",)),
+    Renamed(("--version",), "--squad-version", ("finetune squad", "distill")),
+    Renamed(("--layers",), "--student-layers", ("distill",)),
+    Renamed(("--force",), "--rebuild", ("tokenize", "build-data")),
+    Renamed(("--task", "-t"), "--tasks", ("finetune glue",)),
+    Renamed(("--task", "-t"), "--teacher-task", ("distill",)),
+)
+
+# Every OptionInfo made from the declarations above (`option`, `num_option`) carries the name of
+# its declaration (`declared`), so a test can check that each option of each command is one.
+DECLARED = "_bertcli_declared"
+
+
+def _made(info: typer.models.OptionInfo, name: str) -> typer.models.OptionInfo:
+    setattr(info, DECLARED, name)
+    return info
+
+
+def option(default: Any, name: str, *, help: str | None = None, **kwargs: Any) -> Any:
+    """The typer option of the declared flag `name` (FLAGS): its spellings, and its help unless
+    the command states its own detail (`help`)."""
+    try:
+        flag = FLAGS[name]
+    except KeyError:
+        raise TypeError(f"{name} is not declared in bertcli/config/options.py FLAGS") from None
+    return _made(typer.Option(default, *flag.decls, help=flag.help if help is None else help, **kwargs), name)
+
+
+def pooling_option(command: str, supported: tuple[str, ...], default: str | None, help: str) -> Any:
+    """--pooling for `command`, which takes the `supported` subset of POOLINGS; any other value
+    is one message naming the subset (exit 2), before any work."""
+    assert set(supported) <= set(POOLINGS), supported
+
+    def check(value: str | None) -> str | None:
+        if value is None or value in supported or (value == "last-layer-mean" and "mean" in supported):
+            return value
+        other = "" if value not in POOLINGS else f" ({value} is a pooling of other commands)"
+        raise UserError(f"--pooling {value!r}: {command} takes {', '.join(supported)}{other}",
+                        where="the command line", fix=f"give --pooling one of {', '.join(supported)}")
+
+    return option(default, "--pooling", help=f"{help} One of: {', '.join(supported)}.", callback=check)
+
+
+SetOpt = option(None, "--set")
+EncodingOpt = option(None, "--encoding")
+OutForceOpt = option(False, "--force", help="Replace an earlier bertcli result in --out: only the files its marker "
+                     "(.bertcli-output.json) lists are removed; anything else there stays.")
+CHECKPOINT_HELP = FLAGS["--checkpoint"].help
 
 
 def num_option(default, *names: str, of: tuple | None = None, help: str = "", **bounds):
@@ -43,6 +217,8 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
     if fld.metadata.get("le") is None:  # a declaration bug, caught when the CLI module loads
         raise TypeError(f"numeric flag {names[0]} declares no upper bound (le=)")
     NUM_FLAGS.update(names)
+    flag = FLAGS.get(names[0])
+    names = (*names, *(flag.decls[1:] if flag is not None and len(names) == 1 else ()))
 
     shown = range_words(fld.metadata)
 
@@ -54,7 +230,7 @@ def num_option(default, *names: str, of: tuple | None = None, help: str = "", **
         return value
 
     check.bounds = {k: fld.metadata.get(k) for k in ("ge", "gt", "le")}  # type: ignore[attr-defined]  # read by tests
-    return typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check)
+    return _made(typer.Option(default, *names, help=f"{help} [{shown}]" if shown else help, callback=check), names[0])
 
 
 # ------------------------------------------------------------------ the shared fine-tuning flags
@@ -73,10 +249,10 @@ FINETUNE_FLAGS = (
     ("seed", "--seed", "seed", int, None, "Seed of the head's initialization, dropout and example order."),
 )
 SWEEP_FLAGS = (
-    ("seeds", typer.Option(None, "--seeds", help="Run several seeds: N (the recipe's seed, seed+1, ...) or a comma list "
+    ("seeds", option(None, "--seeds", help="Run several seeds: N (the recipe's seed, seed+1, ...) or a comma list "
                                                  "(1,7,42); each run in its own folder under --out, the summary gives "
                                                  "mean, sd, median, min and max over them.")),
-    ("resume", typer.Option(False, "--resume", help="Continue the seed / learning-rate sweep already in --out: "
+    ("resume", option(False, "--resume", help="Continue the seed / learning-rate sweep already in --out: "
                                                     "finished runs are kept, an interrupted one starts again.")),
 )
 
@@ -148,7 +324,7 @@ def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
     return values
 
 
-def finetune_flags(command: Callable[..., None]) -> Callable[..., None]:
+def finetune_flags(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add FINETUNE_FLAGS and SWEEP_FLAGS to a fine-tuning command: each given hyperparameter
     flag becomes a `--set` item after the command's own (so a flag wins over --set and the
     recipe, and over a task block's value of the recipe file: config.recipe.general_keys_win);
@@ -160,14 +336,14 @@ def finetune_flags(command: Callable[..., None]) -> Callable[..., None]:
     params = []
     for name, flag, _key, tp, field_name, help_text in FINETUNE_FLAGS:
         if tp is str:       # --lr: one rate or a grid, checked by parse_rates
-            opt = typer.Option(None, flag, help=help_text)
+            opt = option(None, flag, help=help_text)
         else:
             opt = (num_option(None, flag, of=(FinetuneConfig, field_name), help=help_text) if field_name
                    else num_option(None, flag, ge=0, le=MAX_SEED, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
     for name, opt in SWEEP_FLAGS:
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt,
-                                        annotation=bool if name == "resume" else str | None))
+        sweep_type: object = bool if name == "resume" else str | None
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=sweep_type))
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:   # the command's own flags and the shared ones
@@ -190,3 +366,86 @@ def finetune_flags(command: Callable[..., None]) -> Callable[..., None]:
     wrapper.__annotations__ = {**{k: v for k, v in command.__annotations__.items() if k != "sweep"},
                                **{p.name: p.annotation for p in params}}
     return wrapper
+
+
+# ------------------------------------------------------------------ renamed flags, for one release
+def keep_old_spellings(*apps: typer.Typer, prefix: str = "") -> None:
+    """Give each command of `apps` the old spellings RENAMED lists for it: a hidden option per
+    renamed flag whose value, when given, stands for the new flag's (a note on stderr names the
+    new spelling; giving both is a mistake). `prefix`: the group's words before the command
+    names ("finetune ")."""
+    for a in apps:
+        for info in a.registered_commands:
+            callback = info.callback
+            if callback is None:
+                continue
+            path = prefix + (info.name or callback.__name__.replace("_", "-"))
+            renamed = [r for r in RENAMED if path in r.commands]
+            if renamed:
+                info.callback = _with_old_spellings(callback, renamed)
+
+
+def _with_old_spellings(command: Callable[..., Any], renamed: list[Renamed]) -> Callable[..., Any]:
+    import functools
+    import inspect
+    import typing
+
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    new_param: dict[str, tuple[str, str]] = {}   # hidden parameter -> (new flag's parameter, its spelling)
+    required = {p.name for p in sig.parameters.values()
+                if isinstance(p.default, typer.models.OptionInfo) and p.default.default is ...}
+    params = []
+    for i, r in enumerate(renamed):
+        target = next(p for p in sig.parameters.values()
+                      if isinstance(p.default, typer.models.OptionInfo) and _spelling(p.default) == r.new)
+        if target.default.default is ...:   # a required flag: required of the old or the new spelling
+            target.default.default = None
+            target.default.help = f"{target.default.help} Required."
+        hidden = f"old_spelling_{i}"
+        new_param[hidden] = (target.name, r.new)
+        params.append(inspect.Parameter(hidden, inspect.Parameter.KEYWORD_ONLY,
+                                        default=_old_option(r, target.default), annotation=hints[target.name] | None))
+
+    defaults = {p.name: p.default.default for p in sig.parameters.values() if isinstance(p.default, typer.models.OptionInfo)}
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for hidden, (name, new) in new_param.items():
+            value = kwargs.pop(hidden)
+            if value is not None:
+                if kwargs[name] not in (None, False, defaults[name]):
+                    raise UserError(f"{new} is given under its old and its new spelling", where="the command line",
+                                    fix=f"give only {new}")
+                kwargs[name] = value
+            if kwargs[name] is None and name in required:
+                raise UserError(f"missing option {new}", where="the command line", fix=f"give {new}")
+        return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *params])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in params}}
+    return wrapper
+
+
+def _spelling(info: typer.models.OptionInfo) -> str:
+    """An option's first spelling: "--verify" of "--verify/--no-verify"."""
+    return (info.param_decls or ("",))[0].split("/")[0]
+
+
+def _old_option(r: Renamed, new: typer.models.OptionInfo) -> Any:
+    """The hidden option of `r.old`: prints the note, then checks the value as the new flag's
+    own callback does (a numeric flag's bounds)."""
+    check = new.callback
+
+    def note(value: Any) -> Any:
+        if value is None:
+            return None
+        from bertcli.core import console
+
+        console.log(f"note: {'/'.join(r.old)} is now {r.new}; the old spelling goes in the next release")
+        return check(value) if check is not None else value
+
+    if check is not None and hasattr(check, "bounds"):
+        note.bounds = check.bounds  # type: ignore[attr-defined]  # read by tests
+        NUM_FLAGS.update(r.old)
+    return typer.Option(None, *r.old, hidden=True, callback=note)

@@ -590,7 +590,7 @@ class FinetuneConfig:
     squad: SquadConfig = field(default_factory=SquadConfig)
     """`bertcli finetune squad` (v1.1) settings: `bertcli explain finetune.squad`."""
     squad_v2: SquadConfig = field(default_factory=SquadConfig)
-    """`bertcli finetune squad --version 2` settings: `bertcli explain finetune.squad_v2`."""
+    """`bertcli finetune squad --squad-version 2` settings: `bertcli explain finetune.squad_v2`."""
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     """`bertcli finetune embed` (sentence embeddings): columns, loss, pooling, GradCache,
     Matryoshka dimensions: `bertcli explain finetune.embed`."""

@@ -143,10 +143,25 @@ def summary(title: str, rows: Sequence[tuple[str, object]]) -> None:
     table([("", "bold"), ("", "")], [(key, fmt(value)) for key, value in rows], title=title)
 
 
+# Where tables go: stdout, or stderr while a command prints its figures as JSON on stdout (--json).
+_tables: list[Console] = []
+
+
+@contextlib.contextmanager
+def tables_to_stderr() -> Iterator[None]:
+    """Print tables and summaries on stderr inside the block, so stdout holds only JSON."""
+    _tables.append(err)
+    try:
+        yield
+    finally:
+        _tables.pop()
+
+
 def table(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
-    """Rows under (header, style) columns (stdout; headers all empty: none shown). A rich table
-    on a terminal; elsewhere plain lines, the columns aligned but the last one never padded, so
-    no line carries trailing spaces and none is wrapped."""
+    """Rows under (header, style) columns (stdout, or stderr under tables_to_stderr; headers all
+    empty: none shown). A rich table on a terminal; elsewhere plain lines, the columns aligned but
+    the last one never padded, so no line carries trailing spaces and none is wrapped."""
+    out = _tables[-1] if _tables else globals()["out"]
     headers = [h for h, _ in columns]
     if out.is_terminal:
         t = Table(title=title, show_header=any(headers), title_justify="left", box=None, pad_edge=False)

@@ -51,7 +51,7 @@ def data_dir(recipe: Recipe) -> Path:
 
 
 def run_build_data(recipe: Recipe, force: bool = False) -> StageResult:
-    """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --force)."""
+    """`bertcli build-data`: build unless a complete, up-to-date copy exists (or --rebuild)."""
     check_recipe(recipe)
     tok = load_tokenizer(ensure_tokenizer(recipe).path)
     check_tokenizer(recipe, tok)

@@ -26,7 +26,7 @@ def check_tokenizer(recipe: Recipe, tok) -> None:
     t, m, where = recipe.tokenizer, recipe.model, f"{recipe.source}: tokenizer"
     if tok.kind != t.kind:
         raise UserError(f"the tokenizer in {tok.path} is {tok.kind}, the recipe asks for tokenizer.kind {t.kind}",
-                        where=where, fix="rebuild it with `bertcli tokenize --recipe R --force`")
+                        where=where, fix="rebuild it with `bertcli tokenize --recipe R --rebuild`")
     assert t.special_tokens is not None, "recipe resolution names the special tokens"
     want = SPECIAL_TOKENS[t.special_tokens]
     have = {role: tok.tokens.get(role) for role in want}
@@ -34,7 +34,7 @@ def check_tokenizer(recipe: Recipe, tok) -> None:
         diff = ", ".join(f"{r}: {have[r]} (recipe: {want[r]})" for r in want if have[r] != want[r])
         raise UserError(f"the tokenizer's special tokens differ from tokenizer.special_tokens "
                         f"{t.special_tokens}: {diff}", where=where,
-                        fix="rebuild the tokenizer with `bertcli tokenize --recipe R --force`, or set "
+                        fix="rebuild the tokenizer with `bertcli tokenize --recipe R --rebuild`, or set "
                             "tokenizer.special_tokens to the set it was trained with")
     if m.vocab_size is not None and m.vocab_size != tok.vocab_size:
         raise UserError(

@@ -9,7 +9,7 @@ Both backends run the same traced module (heads.exportable), take the same padde
 feed the same featurizer -- the head kind's, the one fine-tuning used (bertcli.tasks.heads) --
 so they give the same predictions, and those of fine-tuning. A fine-tuned checkpoint's settings
 (window length and overlap, SQuAD's doc stride, n-best ...) come from the results.json beside it,
-an export bundle's from export_info.json's `featurizer`; --max-length and the command's options
+an export bundle's from export_info.json's `featurizer`; --max-seq-length and the command's options
 go over them. Records are read, encoded and run in
 chunks (length-sorted inside a chunk to cut padding), so memory stays bounded on any input size.
 """
@@ -155,7 +155,7 @@ def open_model(path, task: str | None = None, threads: int | None = None, batch_
         directory, limit = path, longest(config)
         trained = trained_options(path)
     if max_length is not None and max_length > limit:
-        raise UserError(f"--max-length {max_length} exceeds the model's {limit} positions", fix=f"use at most {limit}")
+        raise UserError(f"--max-seq-length {max_length} exceeds the model's {limit} positions", fix=f"use at most {limit}")
     length = max_length or min(int(trained.pop("max_seq_length", None) or limit), limit)
     trained.pop("max_seq_length", None)
     if options.get("allow_impossible") is False:        # the flag's default: the training's choice stands

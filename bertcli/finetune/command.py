@@ -53,7 +53,8 @@ class TaskCommand:
     """One `bertcli finetune NAME` command."""
 
     name: str
-    # A function whose parameters are the task's own typer options (defaults typer.Option(...)),
+    # A function whose parameters are the task's own typer options (defaults option(...), each
+    # flag declared once in bertcli/config/options.py FLAGS),
     # whose docstring is the command's help; never called, only read.
     options: Callable[..., None]
     run: RunTask

@@ -114,7 +114,7 @@ def _extract(checkpoint: Path, input: Path, texts: Iterator[tuple[str, str]], ou
     if combine not in COMBINE:
         raise UserError(f"--combine {combine!r} is not one of {', '.join(COMBINE)}")
     if pool not in POOL:
-        raise UserError(f"--pool {pool!r} is not one of {', '.join(POOL)}")
+        raise UserError(f"--pooling {pool!r} is not one of {', '.join(POOL)}")
     dev = resolve_device(device, where="--device")
     use_threads(threads, "--threads", dev)          # None: the free cores (bertcli.core.machine)
     tok = load_tokenizer(checkpoint)

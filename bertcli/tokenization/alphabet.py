@@ -140,4 +140,4 @@ def unk_warning(info: dict) -> str | None:
     example = f" (most frequent unknown characters: {causes['examples']})" if causes.get("examples") else ""
     return (f"{rate:.2%} of the {info.get('evaluated_on', 'validation')} tokens are [UNK], above "
             f"{UNK_WARN_RATE:.0%}{example}. Causes: "
-            + " | ".join(parts or ["not recorded (built by an older bertcli: `bertcli tokenize --force` records them)"]))
+            + " | ".join(parts or ["not recorded (built by an older bertcli: `bertcli tokenize --rebuild` records them)"]))

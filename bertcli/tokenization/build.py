@@ -32,7 +32,7 @@ def tokenizer_dir(recipe: Recipe) -> Path:
 
 
 def run_tokenize(recipe: Recipe, force: bool = False) -> StageResult:
-    """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --force
+    """`bertcli tokenize`: train the tokenizer (and read the corpus) unless cached; --rebuild
     rebuilds both."""
     path = tokenizer_dir(recipe)
     if recipe.model.init_from is not None:   # continued pretraining: the checkpoint's tokenizer

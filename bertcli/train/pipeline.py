@@ -247,5 +247,5 @@ def pretrain_summary_rows(r: PretrainResult, recipe: Recipe) -> list[tuple[str, 
         rows.append(("next", "the same command with --resume auto continues from the checkpoint"))
     elif r.checkpoint:
         rows.append(("next", f"bertcli fill-mask --checkpoint {r.checkpoint} \"...\"  |  "
-                             f"bertcli finetune glue --checkpoint {r.checkpoint} --task sst2 --data-dir glue_data"))
+                             f"bertcli finetune glue --checkpoint {r.checkpoint} --tasks sst2 --data-dir glue_data"))
     return rows

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
-from bertcli.config.options import EncodingOpt
+from bertcli.config.options import EncodingOpt, option
 from bertcli.finetune.command import TaskCommand
 
 if TYPE_CHECKING:
@@ -16,18 +14,18 @@ if TYPE_CHECKING:
 
 
 def glue_options(
-    tasks: str = typer.Option(..., "--task", "-t",
-                             help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
-                                  "several separated by commas, or all (every task found in --data-dir)."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
-                                              "directory."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
-    from_mnli: bool = typer.Option(False, "--from-mnli",
-                                   help="Start RTE, MRPC and STS-B from the MNLI-fine-tuned encoder (RoBERTa's, "
-                                        "MosaicBERT's, ModernBERT's protocol): MNLI runs first (the chosen rate's best "
-                                        "run); their cells are marked."),
+    tasks: str = option(..., "--tasks",
+                        help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (GLUE spellings such as SST-2 work), "
+                             "several separated by commas, or all (every task found in --data-dir)."),
+    data_dir: Path | None = option(None, "--data-dir",
+                                   help="GLUE data: the download script's layout or a `datasets` save_to_disk / parquet "
+                                        "directory."),
+    hub: str | None = option(None, "--hub",
+                             help="Load GLUE with `datasets.load_dataset` (e.g. nyu-mll/glue); needs the network."),
+    from_mnli: bool = option(False, "--from-mnli",
+                             help="Start RTE, MRPC and STS-B from the MNLI-fine-tuned encoder (RoBERTa's, "
+                                  "MosaicBERT's, ModernBERT's protocol): MNLI runs first (the chosen rate's best "
+                                  "run); their cells are marked."),
 ) -> None:
     """Fine-tune on GLUE tasks; write dev results and test-set submission files."""
 
@@ -48,16 +46,16 @@ def sweep_glue_from_flags(plan: Plan, recipe: Recipe, checkpoint: Path, out: Pat
 
 
 def classify_options(
-    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
-    dev: Path = typer.Option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
-    test: Path | None = typer.Option(None, "--test", help="Test file: predictions are written for it; "
-                                            "with the label column it is scored too."),
-    text_column: str | None = typer.Option(None, "--text-column",
-                                           help="Column of the text (default: finetune.classify.text_column, `text`)."),
-    text_pair_column: str | None = typer.Option(None, "--text-pair-column", help="Column of the second text of a pair task."),
-    label_column: str | None = typer.Option(None, "--label-column",
-                                            help="Column of the label (default `label`): strings or ints."),
-    regression: bool = typer.Option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
+    train: Path = option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, or a save_to_disk directory."),
+    dev: Path = option(..., "--dev", help="Dev file (same kinds), scored after every epoch."),
+    test: Path | None = option(None, "--test", help="Test file: predictions are written for it; "
+                                                    "with the label column it is scored too."),
+    text_column: str | None = option(None, "--text-column",
+                                     help="Column of the text (default: finetune.classify.text_column, `text`)."),
+    text_pair_column: str | None = option(None, "--text-pair-column", help="Column of the second text of a pair task."),
+    label_column: str | None = option(None, "--label-column",
+                                      help="Column of the label (default `label`): strings or ints."),
+    regression: bool = option(False, "--regression", help="Predict a number (labels must be numeric): Pearson/Spearman."),
     encoding: str | None = EncodingOpt,
 ) -> None:
     """Fine-tune a text (pair) classifier or regressor on your own files; accuracy, macro-F1, MCC (or Pearson, Spearman)."""

@@ -123,7 +123,7 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
         found = find_tasks(Path(data_dir))
         if not found and detect_layout(Path(data_dir)) is not None:
             raise UserError(f"{data_dir} holds one task's files, not GLUE task folders", where=str(data_dir),
-                            fix="name that task with --task (e.g. --task rte), or point --data-dir at the folder above")
+                            fix="name that task with --tasks (e.g. --tasks rte), or point --data-dir at the folder above")
         if not found:
             seen = sorted(p.name for p in Path(data_dir).iterdir()) if Path(data_dir).is_dir() else []
             raise UserError(f"no GLUE task folders in {data_dir}", where=str(data_dir),
@@ -132,7 +132,7 @@ def select_tasks(task: str, data_dir: Path | None, hub: str | None) -> list[Task
         return [TASKS[t] for t in GLUE_ORDER if t in found]
     specs = [get_task(name) for name in task.split(",") if name.strip()]
     if not specs:
-        raise UserError("--task is empty", fix="a task name such as rte, or all")
+        raise UserError("--tasks is empty", fix="a task name such as rte, or all")
     return list({s.name: s for s in specs}.values())
 
 

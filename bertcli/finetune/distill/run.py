@@ -42,10 +42,11 @@ def run_distill(recipe: Recipe, checkpoint: Path, task: Task, out: Path, layers:
     checkpoint = Path(checkpoint)
     check_weights(recipe.finetune.distill)
     if layers is not None and student is not None:
-        raise UserError("give --layers K or --student SPEC, not both", fix="--layers 4 (a subset of the teacher's "
-                                                                            "layers) or --student DIR_OR_RECIPE")
+        raise UserError("give --student-layers K or --student SPEC, not both",
+                        fix="--student-layers 4 (a subset of the teacher's layers) or --student DIR_OR_RECIPE")
     if layers is not None and layers < 1:
-        raise UserError(f"--layers {layers} is not a positive number of layers", where="--layers", fix="e.g. --layers 4")
+        raise UserError(f"--student-layers {layers} is not a positive number of layers", where="--student-layers",
+                        fix="e.g. --student-layers 4")
     runner.check_checkpoint_files(checkpoint)
     check_teacher_head(checkpoint, task.head)
     out = runner.prepare(task, recipe, checkpoint, out)
@@ -114,19 +115,19 @@ def make_task(name: str, recipe: Recipe, train: Path | None = None, dev: Path | 
     (task, recipe with the column flags in its classify block)."""
     if name == "classify":
         if train is None or dev is None:
-            raise UserError("--task classify needs --train and --dev", fix="e.g. --train train.csv --dev dev.csv")
+            raise UserError("--teacher-task classify needs --train and --dev", fix="e.g. --train train.csv --dev dev.csv")
         if columns:
             cfg = dataclasses.replace(recipe.finetune, classify=dataclasses.replace(recipe.finetune.classify, **columns))
             recipe = dataclasses.replace(recipe, finetune=cfg)
         task = ClassifyTask(recipe.finetune, train, dev, test, encoding, recipe.corpus.max_line_bytes)
         return task, recipe
     if columns or train is not None or dev is not None or test is not None:
-        raise UserError(f"--train/--dev/--test and the column flags are for --task classify, not {name}",
+        raise UserError(f"--train/--dev/--test and the column flags are for --teacher-task classify, not {name}",
                         fix="give --data-dir for ner and squad")
     if name == "ner":
         if data_dir is None:
-            raise UserError("--task ner needs --data-dir", fix="e.g. --data-dir conll2003/ (train.txt, valid.txt)")
+            raise UserError("--teacher-task ner needs --data-dir", fix="e.g. --data-dir conll2003/ (train.txt, valid.txt)")
         return NerTask(recipe.finetune, data_dir, encoding), recipe
     if name == "squad":
         return SquadTask(recipe.finetune, version, data_dir, hub), recipe
-    raise UserError(f"unknown --task {name!r}", fix="one of: classify, ner, squad")
+    raise UserError(f"unknown --teacher-task {name!r}", fix="one of: classify, ner, squad")

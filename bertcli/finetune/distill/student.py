@@ -48,10 +48,10 @@ def from_teacher(teacher: Any, k: int, dropout: float | None, where: str) -> tup
     c = teacher.config
     depth = c.num_hidden_layers
     if k > depth:
-        raise UserError(f"--layers {k} is more than the teacher's {depth} layers", where=where,
-                        fix=f"give --layers between 1 and {depth} (the student is a subset of the teacher's layers)")
+        raise UserError(f"--student-layers {k} is more than the teacher's {depth} layers", where=where,
+                        fix=f"give --student-layers between 1 and {depth} (the student is a subset of the teacher's layers)")
     if c.sharing != "none" and k % c.num_hidden_groups:
-        raise UserError(f"--layers {k} is not a multiple of the teacher's {c.num_hidden_groups} layer groups",
+        raise UserError(f"--student-layers {k} is not a multiple of the teacher's {c.num_hidden_groups} layer groups",
                         where=where, fix=f"give a multiple of {c.num_hidden_groups}")
     chosen = pick_layers(depth, k)
     sc = _dropout(c.replace(num_hidden_layers=k), dropout)
@@ -81,13 +81,14 @@ def from_teacher(teacher: Any, k: int, dropout: float | None, where: str) -> tup
 def _family_and_vocab(student_cfg, teacher_cfg, spec: str) -> None:
     if student_cfg.family != teacher_cfg.family:
         raise UserError(f"the student {spec} is a {student_cfg.family} model and the teacher a {teacher_cfg.family} one",
-                        where=spec, fix=f"give a {teacher_cfg.family} student (or --layers K for a subset of the "
+                        where=spec, fix=f"give a {teacher_cfg.family} student (or --student-layers K for a subset of the "
                                         "teacher's layers)")
     if student_cfg.vocab_size != teacher_cfg.vocab_size or student_cfg.pad_token_id != teacher_cfg.pad_token_id:
         raise UserError(f"the student {spec} has a vocabulary of {student_cfg.vocab_size:,} tokens (padding id "
                         f"{student_cfg.pad_token_id}) and the teacher {teacher_cfg.vocab_size:,} (padding id "
                         f"{teacher_cfg.pad_token_id}): the student must read the teacher's token ids", where=spec,
-                        fix="pretrain the student with the teacher's tokenizer (tokenizer.from: TEACHER), or use --layers K")
+                        fix="pretrain the student with the teacher's tokenizer (tokenizer.from: TEACHER), or use "
+                            "--student-layers K")
 
 
 def _same_tokenizer(student_dir: Path, teacher_dir: Path) -> None:
@@ -95,7 +96,7 @@ def _same_tokenizer(student_dir: Path, teacher_dir: Path) -> None:
     if a.get_vocab() != b.get_vocab():
         raise UserError(f"the student {student_dir} has another vocabulary than the teacher {teacher_dir} (same size, "
                         "other tokens)", where=str(student_dir),
-                        fix="pretrain the student with the teacher's tokenizer, or use --layers K")
+                        fix="pretrain the student with the teacher's tokenizer, or use --student-layers K")
 
 
 def from_spec(spec: str, teacher: Any, teacher_dir: Path, task, dropout: float | None, seed: int
@@ -115,7 +116,7 @@ def from_spec(spec: str, teacher: Any, teacher_dir: Path, task, dropout: float |
         if recipe.model.family != tc.family:
             raise UserError(f"the student recipe {spec} builds a {recipe.model.family} model and the teacher is a "
                             f"{tc.family} one", where=f"{recipe.source}: model.family",
-                            fix=f"give a {tc.family} recipe (or --layers K for a subset of the teacher's layers)")
+                            fix=f"give a {tc.family} recipe (or --student-layers K for a subset of the teacher's layers)")
         sc = encoder_config(recipe.model, tc.vocab_size, tc.pad_token_id, labels=tc.labels)
         sc = _dropout(sc, dropout)
         student = type(teacher)(sc)

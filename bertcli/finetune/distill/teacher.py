@@ -85,7 +85,7 @@ class Teacher:
         self.model = teacher.eval()
         for p in teacher.parameters():
             p.requires_grad_(False)
-        where = f"--layers (teacher {d})"
+        where = f"--student-layers (teacher {d})"
         if self.student_spec is not None:
             student, self.layer_map = from_spec(self.student_spec, teacher, d, task, cfg.dropout, seed)
             source = self.student_spec

@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
-from bertcli.config.options import EncodingOpt, num_option
+from bertcli.config.options import EncodingOpt, num_option, option, pooling_option
 from bertcli.config.sections import EmbedConfig  # pure data: the flag shares its declared range
 from bertcli.core.errors import UserError
 from bertcli.finetune.command import TaskCommand
@@ -19,27 +17,28 @@ if TYPE_CHECKING:
 
 
 def embed_options(
-    train: Path = typer.Option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, a save_to_disk "
-                               "directory, or (--unsupervised) .txt, one sentence per line."),
-    dev: Path | None = typer.Option(None, "--dev", help="Scored after every epoch (best epoch kept): a BEIR directory "
-                                    "(nDCG@10) or a file of scored pairs (Spearman)."),
-    unsupervised: bool = typer.Option(False, "--unsupervised", help="SimCSE: each sentence of --text-column is its "
-                                      "own positive under another dropout mask."),
-    anchor_column: str | None = typer.Option(None, "--anchor-column", help="Column of the anchor (query) (default `anchor`)."),
-    positive_column: str | None = typer.Option(None, "--positive-column", help="Column of the positive (default `positive`)."),
-    negative_column: list[str] | None = typer.Option(None, "--negative-column",
-                                                     help="Hard-negative column(s): repeatable, or a comma list."),
-    text_column: str | None = typer.Option(None, "--text-column", help="Scored pairs: first text (default `text`); "
-                                           "--unsupervised: the sentence."),
-    text_pair_column: str | None = typer.Option(None, "--text-pair-column",
-                                                help="Scored pairs: second text (default `text_pair`)."),
-    score_column: str | None = typer.Option(None, "--score-column",
-                                            help="Scored pairs: the similarity score; selects the CoSENT loss."),
-    dims: str | None = typer.Option(None, "--dims", help="Matryoshka dimensions, e.g. 128,64,32 (at most the hidden size)."),
-    pooling: str | None = typer.Option(None, "--pooling", help="mean (default), cls or max."),
-    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="L2-normalize the embeddings."),
-    symmetric: bool | None = typer.Option(None, "--symmetric/--one-way",
-                                          help="In-batch negatives both ways (anchor->positive and back)."),
+    train: Path = option(..., "--train", help="Training file: .csv, .tsv, .jsonl, .parquet, a save_to_disk "
+                                              "directory, or (--unsupervised) .txt, one sentence per line."),
+    dev: Path | None = option(None, "--dev", help="Scored after every epoch (best epoch kept): a BEIR directory "
+                                                  "(nDCG@10) or a file of scored pairs (Spearman)."),
+    unsupervised: bool = option(False, "--unsupervised", help="SimCSE: each sentence of --text-column is its "
+                                                              "own positive under another dropout mask."),
+    anchor_column: str | None = option(None, "--anchor-column", help="Column of the anchor (query) (default `anchor`)."),
+    positive_column: str | None = option(None, "--positive-column", help="Column of the positive (default `positive`)."),
+    negative_column: list[str] | None = option(None, "--negative-column",
+                                               help="Hard-negative column(s): repeatable, or a comma list."),
+    text_column: str | None = option(None, "--text-column", help="Scored pairs: first text (default `text`); "
+                                                                 "--unsupervised: the sentence."),
+    text_pair_column: str | None = option(None, "--text-pair-column",
+                                          help="Scored pairs: second text (default `text_pair`)."),
+    score_column: str | None = option(None, "--score-column",
+                                      help="Scored pairs: the similarity score; selects the CoSENT loss."),
+    dims: str | None = option(None, "--dims", help="Matryoshka dimensions, e.g. 128,64,32 (at most the hidden size)."),
+    pooling: str | None = pooling_option("finetune embed", ("mean", "cls", "max"), None,
+                                         help="How each text becomes one vector (default mean)."),
+    normalize: bool | None = option(None, "--normalize", help="L2-normalize the embeddings."),
+    symmetric: bool | None = option(None, "--symmetric",
+                                    help="In-batch negatives both ways (anchor->positive and back)."),
     mini_batch_size: int | None = num_option(None, "--mini-batch-size", of=(EmbedConfig, "mini_batch_size"),
                                              help="GradCache: texts per forward pass (the loss still sees the whole batch)."),
     encoding: str | None = EncodingOpt,

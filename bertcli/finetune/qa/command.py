@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
-from bertcli.config.options import num_option
+from bertcli.config.options import num_option, option
 from bertcli.finetune.command import TaskCommand
 
 if TYPE_CHECKING:
@@ -16,14 +14,14 @@ if TYPE_CHECKING:
 
 
 def squad_options(
-    data_dir: Path | None = typer.Option(None, "--data-dir", "-d",
-                                         help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
-                                              "a `datasets` save_to_disk directory or parquet files."),
-    version: int = num_option(1, "--version", ge=1, le=2,
+    data_dir: Path | None = option(None, "--data-dir",
+                                   help="train-v1.1.json + dev-v1.1.json (or v2.0, or CMRC 2018's), "
+                                        "a `datasets` save_to_disk directory or parquet files."),
+    version: int = num_option(1, "--squad-version", ge=1, le=2,
                               help="1: SQuAD v1.1; 2: SQuAD v2.0 (unanswerable questions, null threshold)."),
-    hub: str | None = typer.Option(None, "--hub",
-                                   help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
-                                        "network."),
+    hub: str | None = option(None, "--hub",
+                             help="Load with `datasets.load_dataset` (rajpurkar/squad, rajpurkar/squad_v2); needs the "
+                                  "network."),
 ) -> None:
     """Fine-tune on SQuAD (windows over long contexts, n-best decoding, official EM/F1); write the
     best model and predictions.json / nbest_predictions.json / null_odds.json."""

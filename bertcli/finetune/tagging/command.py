@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
-from bertcli.config.options import EncodingOpt
+from bertcli.config.options import EncodingOpt, option
 from bertcli.finetune.command import TaskCommand
 
 if TYPE_CHECKING:
@@ -15,9 +13,9 @@ if TYPE_CHECKING:
 
 
 def ner_options(
-    data_dir: Path = typer.Option(..., "--data-dir", "-d",
-                                  help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
-                                  "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
+    data_dir: Path = option(..., "--data-dir",
+                            help="train.txt/valid.txt/test.txt (or eng.train/eng.testa/eng.testb), "
+                                 "*.jsonl with tokens/ner_tags, or a datasets save_to_disk directory (conll2003)."),
     encoding: str | None = EncodingOpt,
 ) -> None:
     """Fine-tune a tagger (NER, CoNLL-2003 style); entity P/R/F1 as conlleval, predictions in CoNLL layout."""

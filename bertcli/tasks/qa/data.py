@@ -271,7 +271,7 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
     when there is none), or the answer is left out (`skip`); a question losing all its answers is
     left out."""
     if version not in (1, 2):
-        raise UserError(f"--version {version}: SQuAD versions are 1 (v1.1) and 2 (v2.0)")
+        raise UserError(f"--squad-version {version}: SQuAD versions are 1 (v1.1) and 2 (v2.0)")
     if hub:
         splits, layout, source = _load_hub(hub), "hub", hub
     else:
@@ -310,11 +310,11 @@ def load_squad(data_dir: Path | None = None, hub: str | None = None, version: in
 
 def _check_version(source: str, version: int, is_v2: bool, impossible: int) -> None:
     if version == 1 and is_v2:
-        raise UserError(f"this is SQuAD v2.0 data ({impossible:,} unanswerable questions) but --version 2 "
-                        "was not given", where=source, fix="add --version 2 (or give the v1.1 files)")
+        raise UserError(f"this is SQuAD v2.0 data ({impossible:,} unanswerable questions) but --squad-version 2 "
+                        "was not given", where=source, fix="add --squad-version 2 (or give the v1.1 files)")
     if version == 2 and not is_v2:
-        raise UserError("--version 2 was given but this is SQuAD v1.1-style data (no is_impossible, no "
-                        "unanswerable question)", where=source, fix="drop --version 2 (or give the v2.0 files)")
+        raise UserError("--squad-version 2 was given but this is SQuAD v1.1-style data (no is_impossible, no "
+                        "unanswerable question)", where=source, fix="drop --squad-version 2 (or give the v2.0 files)")
 
 
 __all__ = ["SquadSplit", "SquadData", "load_squad", "read_json", "find_json"]
