@@ -25,7 +25,7 @@ import typer
 from bertcli.config.bounds import MAX_SEED
 from bertcli.config.schema import check_value, range_words
 from bertcli.config.sections import FinetuneConfig
-from bertcli.core import jsonout
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 
 NUM_FLAGS: set[str] = set()
@@ -440,8 +440,6 @@ def _old_option(r: Renamed, new: typer.models.OptionInfo) -> Any:
     def note(value: Any) -> Any:
         if value is None:
             return None
-        from bertcli.core import console
-
         console.log(f"note: {'/'.join(r.old)} is now {r.new}; the old spelling goes in the next release")
         return check(value) if check is not None else value
 
