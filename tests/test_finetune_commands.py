@@ -16,6 +16,11 @@ from typer.testing import CliRunner
 
 import bertcli.finetune
 from bertcli import api
+
+# bertcli.cli finds the task folders when it is first imported: here, before a test puts a toy or
+# broken folder on the search path, so the CLI the other test files of this worker use has only
+# the shipped tasks.
+from bertcli.cli import task_command
 from bertcli.finetune import command as task_commands
 
 TOY = '''
@@ -70,8 +75,6 @@ def test_the_shipped_tasks_are_found_in_their_folders():
 
 
 def test_a_new_task_folder_is_a_command_with_the_shared_options(toy_task, tmp_path):
-    from bertcli.cli import task_command
-
     cmd = task_commands.get("toy")
     app = typer.Typer()
     app.command("toy")(task_command(cmd))
@@ -105,8 +108,6 @@ def test_a_new_task_is_in_the_api_with_the_output_checks(toy_task, tmp_path):
 
 
 def test_a_task_may_not_redeclare_a_shared_option(toy_task, monkeypatch):
-    from bertcli.cli import task_command
-
     def bad(out: Path = typer.Option(None, "--out")) -> None: ...
 
     cmd = task_commands.TaskCommand("bad", bad, lambda *a, **k: {}, recipe="classify")
