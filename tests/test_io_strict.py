@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ONE_THREAD, assert_user_error, run_cli
+from conftest import ONE_THREAD, assert_user_error, cli_state_restored, run_cli
 from finetune_fixtures import tiny_checkpoint
 
 from bertcli.core import console
@@ -39,7 +39,7 @@ def main(tmp_path, monkeypatch, capsys):
     def run(*args, needles=()):
         before = snapshot(tmp_path)
         capsys.readouterr()
-        with pytest.raises(SystemExit) as e:
+        with cli_state_restored(), pytest.raises(SystemExit) as e:
             cli_main([str(a) for a in args])
         out = capsys.readouterr()
         text = out.out + out.err

@@ -7,8 +7,9 @@ is followed only as far as the `validated` (flags) or `recipe` (--set) test stop
 The flags are enumerated from the click command typer builds (every leaf command) and
 cross-checked with NUM_FLAGS; the keys from the recipe's dataclasses (test_checks_recipe's
 enumeration). Each case runs `bertcli.cli.main` in this process (a subprocess each would take
-minutes): main keeps no state between calls but its built click command, the stop hook is set
-through monkeypatch, and stdout / stderr are captured per call.
+minutes): each call runs inside conftest's cli_state_restored (what a command changes in the
+process is put back), the stop hook is set through monkeypatch, and stdout / stderr are
+captured per call.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 
 import pytest
 import typer
+from conftest import cli_state_restored
 from helpers.recipes import FIELDS, set_items
 
 from bertcli import cli
@@ -34,7 +36,7 @@ def run_main(*argv: str) -> tuple[int, str]:
     """`bertcli ARGV` in this process: (exit code, stdout + stderr)."""
     out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with cli_state_restored(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             cli.main(list(argv))
         except SystemExit as e:
