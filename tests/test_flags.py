@@ -157,6 +157,7 @@ def test_old_and_new_spelling_together_is_one_message(capsys):
         cli.main(["features", "-c", "x", "-i", "x", "-o", "x.npy", "--pool", "mean", "--pooling", "none"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("error:") == 1 and "--pooling is given under its old and its new" in err, err
+    assert "note:" not in err, err          # the mistake alone: no note that the old spelling was taken
 
 
 def test_renamed_flags_are_listed_in_the_cli_doc():

@@ -392,7 +392,7 @@ def _with_old_spellings(command: Callable[..., Any], renamed: list[Renamed]) -> 
 
     sig = inspect.signature(command)
     hints = typing.get_type_hints(command)
-    new_param: dict[str, tuple[str, str]] = {}   # hidden parameter -> (new flag's parameter, its spelling)
+    new_param: dict[str, tuple[str, str, str]] = {}   # hidden parameter -> (new flag's parameter, its spelling, the old)
     required = {p.name for p in sig.parameters.values()
                 if isinstance(p.default, typer.models.OptionInfo) and p.default.default is ...}
     params = []
@@ -403,7 +403,7 @@ def _with_old_spellings(command: Callable[..., Any], renamed: list[Renamed]) -> 
             target.default.default = None
             target.default.help = f"{target.default.help} Required."
         hidden = f"old_spelling_{i}"
-        new_param[hidden] = (target.name, r.new)
+        new_param[hidden] = (target.name, r.new, "/".join(r.old))
         params.append(inspect.Parameter(hidden, inspect.Parameter.KEYWORD_ONLY,
                                         default=_old_option(r, target.default), annotation=hints[target.name] | None))
 
@@ -411,12 +411,14 @@ def _with_old_spellings(command: Callable[..., Any], renamed: list[Renamed]) -> 
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for hidden, (name, new) in new_param.items():
+        for hidden, (name, new, old) in new_param.items():
             value = kwargs.pop(hidden)
             if value is not None:
                 if kwargs[name] not in (None, False, defaults[name]):
                     raise UserError(f"{new} is given under its old and its new spelling", where="the command line",
                                     fix=f"give only {new}")
+                # the note only once the spellings agree: a mistake is then its one message alone
+                console.log(f"note: {old} is now {new}; the old spelling goes in the next release")
                 kwargs[name] = value
             if kwargs[name] is None and name in required:
                 raise UserError(f"missing option {new}", where="the command line", fix=f"give {new}")
@@ -433,15 +435,19 @@ def _spelling(info: typer.models.OptionInfo) -> str:
 
 
 def _old_option(r: Renamed, new: typer.models.OptionInfo) -> Any:
-    """The hidden option of `r.old`: prints the note, then checks the value as the new flag's
-    own callback does (a numeric flag's bounds)."""
+    """The hidden option of `r.old`: checks the value as the new flag's own callback does (a
+    numeric flag's bounds; a value it refuses gets the note naming the new spelling first); the
+    command's wrapper prints the note for a value that is used."""
     check = new.callback
 
     def note(value: Any) -> Any:
-        if value is None:
-            return None
-        console.log(f"note: {'/'.join(r.old)} is now {r.new}; the old spelling goes in the next release")
-        return check(value) if check is not None else value
+        if value is None or check is None:
+            return value
+        try:
+            return check(value)
+        except Exception:   # the message names the new spelling: say which one the user typed
+            console.log(f"note: {'/'.join(r.old)} is now {r.new}; the old spelling goes in the next release")
+            raise
 
     if check is not None and hasattr(check, "bounds"):
         note.bounds = check.bounds  # type: ignore[attr-defined]  # read by tests
