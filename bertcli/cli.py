@@ -6,20 +6,18 @@ datasets) are imported inside the commands so `bertcli --help` stays fast.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
 import inspect
 import os
 import sys
 import typing
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import typer
 
 from bertcli.cli_help import plain_help
+from bertcli.cli_report import pretrain_figures, reporting, show_stage
 from bertcli.config.bounds import MAX_BATCH, MAX_INT32, MAX_LAYERS, MAX_LENGTH, MAX_SEED, MAX_THREADS, MAX_VOCAB
 from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: read by the tests)
     CHECKPOINT_HELP,
@@ -43,8 +41,6 @@ from bertcli.finetune import command as task_commands
 
 if TYPE_CHECKING:  # bertcli.api is imported inside the commands (a fast --help)
     from bertcli.api import Command
-    from bertcli.config.stages import StageResult
-    from bertcli.train.pipeline import PretrainResult
 
 app = typer.Typer(
     add_completion=False,
@@ -93,54 +89,6 @@ def _recipe(spec: str | None, overrides: list[str] | None, command: Command | No
     from bertcli.api import load
 
     return load(spec, overrides or [], command, writes=writes)
-
-
-def _show(result: StageResult) -> dict:
-    """Print a stage's summary; its figures, as --json reports them."""
-    state = "reused" if result.reused else "built"
-    console.summary(f"{result.name} ({state}): {result.path}", result.summary)
-    return _stage_figures(result)
-
-
-def _stage_figures(result: StageResult) -> dict:
-    return {"stage": result.name, "path": result.path, "reused": result.reused, **dict(result.summary)}
-
-
-def _pretrain_figures(result: PretrainResult) -> dict:
-    """What `pretrain --json` prints: the run's figures (its summary's, unformatted)."""
-    keys = ("run_dir", "step", "max_steps", "tokens", "seconds", "train_seconds", "stage_seconds", "checkpoint",
-            "resumed_from", "interrupted", "last", "last_val")
-    return {**{k: getattr(result, k) for k in keys},
-            "stages": [_stage_figures(r) for r in result.stages]}
-
-
-def _jsonable(value: object) -> object:
-    """jsonout's fallback for what a command reports: paths as text, dataclasses as dicts."""
-    if isinstance(value, Path):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return str(value)
-
-
-@contextlib.contextmanager
-def _reporting(as_json: bool) -> Iterator[Callable[[Any], Any]]:
-    """Run a command that reports figures. With --json its tables go to stderr and the last
-    value given to `report` is printed, once the command has finished, as one JSON document
-    on stdout (bertcli.core.jsonout, strict JSON)."""
-    figures: list = []
-
-    def report(value: Any) -> Any:
-        figures.append(value)
-        return value
-
-    if not as_json:
-        yield report
-        return
-    with console.tables_to_stderr():
-        yield report
-    if figures and not console.quiet():
-        console.out.print(jsonout.dumps(figures[-1], indent=2, default=_jsonable), markup=False)
 
 
 @app.command()
@@ -215,8 +163,8 @@ def tokenize(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild: 
     """Train the tokenizer on the corpus (stage 1)."""
     from bertcli import api
 
-    with _reporting(as_json) as report:
-        report(_show(api.tokenize(recipe, set_, force=rebuild)))
+    with reporting(as_json) as report:
+        report(show_stage(api.tokenize(recipe, set_, force=rebuild)))
 
 
 @app.command("build-data")
@@ -229,8 +177,8 @@ def build_data(recipe: str = RecipeOpt, set_: list[str] | None = SetOpt, rebuild
     when the run reaches them, or now with --all-phases."""
     from bertcli import api
 
-    with _reporting(as_json) as report:
-        report([_show(result) for result in api.build_data(recipe, set_, force=rebuild, all_phases=all_phases)])
+    with reporting(as_json) as report:
+        report([show_stage(result) for result in api.build_data(recipe, set_, force=rebuild, all_phases=all_phases)])
 
 
 @app.command()
@@ -254,9 +202,9 @@ def pretrain(
 
     if init_from is not None:
         set_ = [*(set_ or []), f"model.init_from={jsonout.dumps(str(init_from))}"]
-    with _reporting(as_json) as report:
+    with reporting(as_json) as report:
         result = api.pretrain(recipe, set_, resume=resume, force=force)
-        report(_pretrain_figures(result))
+        report(pretrain_figures(result))
     if result.interrupted:
         raise typer.Exit(code=128 + int(result.interrupted))
 
@@ -339,7 +287,7 @@ def export_cmd(
     from bertcli import api
 
     # typer reads the flag as a plain str; export refuses anything but int8 with a UserError
-    with _reporting(as_json) as report:
+    with reporting(as_json) as report:
         result = api.export(checkpoint, out, task=task, opset=opset, fp16=fp16,
                             quantize=cast("Literal['int8'] | None", quantize), dev=dev,
                             verify=verify, force=force, threads=threads, optimize=optimize)
@@ -418,7 +366,7 @@ def distill_cmd(
     if teacher_task not in ("classify", "ner", "squad"):
         raise UserError(f"--teacher-task {teacher_task!r} is not one of classify, ner, squad", where="--teacher-task",
                         fix="e.g. --teacher-task classify --train train.csv --dev dev.csv")
-    with _reporting(as_json) as report:
+    with reporting(as_json) as report:
         report(api.distill(checkpoint, cast("Literal['classify', 'ner', 'squad']", teacher_task), train=train, dev=dev,
                            test=test, data_dir=data_dir, hub=hub, version=squad_version, text_column=text_column,
                            text_pair_column=text_pair_column, label_column=label_column, layers=student_layers,
@@ -453,7 +401,7 @@ def features(
     """BERT's feature-based use: chosen layers' hidden states, combined, per token or pooled per text."""
     from bertcli import api
 
-    with _reporting(as_json) as report:
+    with reporting(as_json) as report:
         report(api.features(checkpoint, input, out, layers=layers, combine=combine, pool=pooling, text_column=text_column,
                             id_column=id_column, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
                             encoding=encoding, force=force, threads=threads))
@@ -532,7 +480,7 @@ def embed(
     """Sentence embeddings of every text of a file (batched, streamed), pooled as the model says."""
     from bertcli import api
 
-    with _reporting(as_json) as report:
+    with reporting(as_json) as report:
         report(api.embed(checkpoint, input, out, text_column=text_column, id_column=id_column, pooling=pooling,
                          normalize=normalize, max_seq_length=max_seq_length, batch_size=batch_size, device=device,
                          encoding=encoding, force=force, threads=threads))
@@ -565,7 +513,7 @@ def task_command(cmd: task_commands.TaskCommand):
         shared_args = {k: kwargs.pop(k) for k in common}
         if kwargs.get("sweep") is None:
             kwargs.pop("sweep", None)
-        with _reporting(shared_args["as_json"]) as report:
+        with reporting(shared_args["as_json"]) as report:
             report(api.finetune(cmd.name, shared_args["checkpoint"], recipe=shared_args["recipe"],
                                 overrides=shared_args["set_"], out=shared_args["out"], force=shared_args["force"], **kwargs))
 

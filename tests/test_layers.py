@@ -21,6 +21,7 @@ import its own package and the layers below it, never a layer above):
     info          `bertcli info`
     api           the functions the commands call (the Python entry point)
     cli_help      how --help reads
+    cli_report    what a command reports: summaries, and its figures under --json
     cli           the command line
     __main__      `python -m bertcli`
 The corpus sits below tokenization because the tokenizer stage reads the corpus stage's
@@ -52,6 +53,7 @@ LAYERS = [
     ["info"],
     ["api"],
     ["cli_help"],
+    ["cli_report"],
     ["cli"],
     ["__main__"],
 ]
