@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -33,7 +34,7 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import use_threads
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import auto_lr, outcome
+from bertcli.finetune import auto_lr, ddp, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from bertcli.finetune.distill.teacher import Teacher
     from bertcli.model.checkpoint import LoadReport
     from bertcli.tokenization.load import TokenizerInfo
+    from bertcli.train.distributed import Dist
 
 
 @dataclass
@@ -178,33 +180,38 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
 # ------------------------------------------------------------------------------------ loop
 @torch.no_grad()
 def predict(model: nn.Module, task: Task, split: Split, data: Features, pad_id: int, batch_size: int,
-            device: torch.device, precision: str) -> object:
-    """The task's predictions for `split` (one per example, in order)."""
+            device: torch.device, precision: str, d: Dist | None = None) -> object:
+    """The task's predictions for `split` (one per example, in order). Under torchrun (`d`) each
+    rank predicts every world_size-th batch and all ranks get the gathered rows."""
     was_training = model.training
     model.eval()
-    collected: list = [None] * len(data)
-    for index in eval_batches(data, batch_size):
+    rows: dict[int, object] = {}
+    step = 1 if d is None else d.world_size
+    for index in eval_batches(data, batch_size)[0 if d is None else d.rank::step]:
         batch = _to(collate(data, index, pad_id), device)
         with autocast(precision, device):
             outputs = task.forward(model, batch, train=False)
         for i, row in zip(index, task.collect(outputs, batch)):
-            collected[int(i)] = row
+            rows[int(i)] = row
     model.train(was_training)
+    collected = list(rows[i] for i in range(len(data))) if d is None else ddp.gather_rows(d, rows, len(data))
     return task.decode(split, data, collected)
 
 
 def evaluate_devs(model: nn.Module, task: Task, devs: dict, pad_id: int, batch_size: int, device: torch.device,
-                  precision: str) -> dict:
+                  precision: str, d: Dist | None = None) -> dict:
     """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
-    return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
+    return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision, d))
             for name, (split, feats) in devs.items()}
 
 
 def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConfig, seed: int, device: torch.device,
-        pad_id: int, teacher: Teacher | None = None) -> FitResult:
+        pad_id: int, teacher: Teacher | None = None, d: Dist | None = None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
-    replaces the task's loss, and its own parameters (projections) train with the model's."""
+    replaces the task's loss, and its own parameters (projections) train with the model's.
+    `d` (under torchrun, finetune/ddp.py): each rank trains on its shard of every global batch."""
+    d = d if d is not None and d.enabled else None
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -243,14 +250,21 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 pause_point(f"finetune-step-{step + 1}", until=lambda: stop.signum is not None)
                 if step >= total or stop.signum is not None:
                     break
-                batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
-                with autocast(cfg.precision, device):
-                    outputs = task.forward(model, batch, train=True)
-                loss = task.loss(outputs, batch) if teacher is None else teacher.loss(task, outputs, batch)
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
+                if d is None:
+                    batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
+                    with autocast(cfg.precision, device):
+                        outputs = task.forward(model, batch, train=True)
+                    loss = task.loss(outputs, batch) if teacher is None else teacher.loss(task, outputs, batch)
+                    opt.zero_grad(set_to_none=True)
+                    scaler.scale(loss).backward()
+                    value = float(loss.detach())
+                else:
+                    value, stopped = ddp_backward(model, task, train, perm[start:start + hyper.batch_size], pad_id,
+                                                  cfg, device, opt, scaler, params, d, stop.signum is not None)
+                    if stopped:              # another rank was signalled: stop here too, at the same step
+                        stop.signum = stop.signum or signal.SIGTERM
+                        break
                 norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
-                value = float(loss.detach())
                 if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
                     losses.append(value)
                 lr_now = float(sched.get_last_lr()[0])
@@ -259,7 +273,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
             if stop.signum is not None:
                 break                        # a part-epoch is neither evaluated nor kept
-            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision, d)
             train_mode()
             score = task.score(dev)
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
@@ -279,6 +293,29 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     model.load_state_dict(best_state)
     best.history, best.steps, best.total_steps, best.interrupted = history, step, total, stop.signum
     return best
+
+
+def ddp_backward(model: nn.Module, task: Task, train: Features, index: np.ndarray, pad_id: int,
+                 cfg: FinetuneConfig, device: torch.device, opt, scaler, params: list, d: Dist,
+                 stopping: bool) -> tuple[float, bool]:
+    """One global batch under torchrun: this rank's shard's loss, summed over its labelled units
+    and divided by the global count, backward, gradients summed over ranks (the one-process
+    mean's gradient). (global mean loss, whether any rank is stopping); nothing is computed
+    when one is."""
+    local = ddp.shard(index, d)
+    batch = _to(collate(train, local, pad_id), device) if len(local) else None
+    units = task.loss_units(batch) if batch is not None else 0
+    total, stopped = ddp.sync_step(d, units, stopping, device)
+    if stopped:
+        return float("nan"), True
+    opt.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    if batch is not None and units:
+        with autocast(cfg.precision, device):
+            outputs = task.forward(model, batch, train=True)
+        loss = task.loss(outputs, batch) * (units / total)   # the shard's sum / the global count
+        scaler.scale(loss).backward()
+    return ddp.reduce_grads(d, params, loss), False
 
 
 # ------------------------------------------------------------------------------------ one run
@@ -322,6 +359,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
+    ddp.check(hyper.batch_size, "distill" if teacher is not None else task.name)  # every rank, before joining
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
     use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads, recorded_by="sweep")
@@ -345,18 +383,21 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
                 f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
                 f"{hyper.max_seq_length} tokens, device {device}")
 
+    d = ddp.join(cfg.device) if ddp.world_size() > 1 else None   # after every input check of this rank
+    if d is not None:
+        device = d.device
     start = time.monotonic()
-    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
+    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
     def run(split: Split, feats: Features) -> object:      # the task's predictions of the split
-        return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
+        return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision, d)
 
     final = Path(final)
-    with building(final, recipe) as tmp:
-        if cfg.save_model:
+    with ddp.output_dir(d, lambda: building(final, recipe)) as tmp:   # only rank 0 leaves files
+        if cfg.save_model and (d is None or d.main):
             task.save_model(model, tmp, checkpoint)
         for split, feats in devs.values():
             task.write_predictions(split, run(split, feats), tmp, "dev")
