@@ -202,6 +202,7 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
     if any(options.get(k) for k in cmd.sweep_options) and sweep is None:
         sweep = SweepArgs()                         # e.g. GLUE's --from-mnli: a sweep of one seed
     if sweep is not None and (sweep.wanted or any(options.get(k) for k in cmd.sweep_options)):
+        ddp.check_sweep()
         if cmd.sweep_check is not None:
             cmd.sweep_check(sweep, options)
         plan = sweeps.make_plan(cmd.name, Path(checkpoint), r, sweep, dest)

@@ -165,3 +165,39 @@ def test_bad_input_fails_every_rank_before_joining(tmp_path):
         assert "Traceback" not in text, (rank, text)
         assert text.count("stars") >= 1 and text.lower().count("error") == 1, (rank, text)
     assert not (tmp_path / "out").exists()
+
+
+def test_what_torchrun_refuses(monkeypatch):
+    """Before joining: a global batch that does not divide by the world size, and the commands
+    not yet distributed (embed, distill, sweeps), each one message naming the fix; alone, nothing."""
+    from bertcli.core.errors import UserError
+    from bertcli.finetune import ddp
+
+    ddp.check(7, "classify")                      # one process: any batch
+    ddp.check_sweep()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    ddp.check(8, "classify")
+    with pytest.raises(UserError, match=r"batch_size 7 .*does not divide by the 2 processes") as e:
+        ddp.check(7, "ner")
+    assert "multiple of 2" in e.value.fix
+    for what in ("embed", "distill"):
+        with pytest.raises(UserError, match=f"{what} does not run under torchrun yet"):
+            ddp.check(8, what)
+    with pytest.raises(UserError, match="sweep"):
+        ddp.check_sweep()
+
+
+def test_prediction_rows_travel_exactly():
+    """The rows gathered between ranks (ddp._encode / _decode): arrays keep dtype, shape and bits,
+    scalars stay scalars, tuples stay tuples (SQuAD's rows; -inf included)."""
+    import numpy as np
+
+    from bertcli.finetune import ddp
+
+    row = (np.array([1.5, -np.inf, 3e-9], dtype=np.float32), np.arange(6, dtype=np.int64).reshape(2, 3),
+           (np.float32(0.1), np.float32(-2.0)), [1, "x", None])
+    back = ddp._decode(json.loads(json.dumps(ddp._encode(row))))
+    assert isinstance(back, tuple) and isinstance(back[2], tuple) and back[3] == [1, "x", None]
+    for a, b in ((row[0], back[0]), (row[1], back[1]), (row[2][0], back[2][0])):
+        assert a.dtype == b.dtype and np.shape(a) == np.shape(b) and a.tobytes() == b.tobytes()
+    assert isinstance(back[2][0], np.generic)

@@ -65,6 +65,14 @@ def check(batch_size: int, what: str) -> None:
                         f"torchrun started", fix=f"give --batch-size a multiple of {n}, or another --nproc_per_node")
 
 
+def check_sweep() -> None:
+    """A sweep (seeds, learning rates) runs as one process: under torchrun every rank would
+    write the sweep folder."""
+    if world_size() > 1:
+        raise UserError(f"a sweep (--seeds, --lr lists) does not run under torchrun yet (WORLD_SIZE={world_size()})",
+                        fix="run the sweep as one process, or each seed as its own torchrun run with --seed")
+
+
 def join(device_spec: str) -> Dist:
     """This process's place in the group (joined once: GLUE's tasks share it)."""
     from bertcli.train.distributed import init
