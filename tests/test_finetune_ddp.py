@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ONE_THREAD, run_cli
+from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
 from safetensors.torch import load_file
 from squad_synth import all_text, write_squad
@@ -201,3 +202,26 @@ def test_prediction_rows_travel_exactly():
     for a, b in ((row[0], back[0]), (row[1], back[1]), (row[2][0], back[2][0])):
         assert a.dtype == b.dtype and np.shape(a) == np.shape(b) and a.tobytes() == b.tobytes()
     assert isinstance(back[2][0], np.generic)
+
+
+def test_sigterm_on_one_rank_stops_both_at_one_step(jobs, tmp_path):
+    """Two workers (RANK 0 and 1 of 2) of the classify run, 8 steps an epoch; rank 1 is held before
+    step 11 and sent SIGTERM there. Both stop at that step (the stop travels with the step's
+    all-reduce: rank 0, never signalled, would otherwise wait for its peer), both exit 128 + 15,
+    and rank 0 alone writes the kept epoch 1 once, its results.json recording the stop."""
+    argv = jobs["classify"][0]
+    out, port = tmp_path / "out", str(_free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}
+        procs.append(popen_cli("finetune", *argv, "-o", out, *COMMON, cwd=tmp_path, env=env,
+                               pause="finetune-step-11" if rank else None))
+    wait_paused(procs[1])
+    procs[1].send_signal(signal.SIGTERM)
+    for rank, p in enumerate(procs):
+        stdout, stderr = p.communicate(timeout=600)
+        assert p.returncode == 128 + signal.SIGTERM, (rank, p.returncode, stdout[-2000:], stderr[-3000:])
+    res = json.loads((out / "results.json").read_text())
+    assert res["interrupted"] == {"signal": "SIGTERM", "step": 10, "total_steps": 16} and res["best_epoch"] == 1
+    assert sorted(p.name for p in tmp_path.glob("out*")) == ["out"]

@@ -241,14 +241,19 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     history: list[dict] = []
     step, epoch = 0, 0
     select = cfg.select
+    agreed: list[int] = []      # under torchrun: a stop every rank has seen (the step's all-reduce)
+
+    def halted() -> bool:       # alone, a signal stops at once; under torchrun, only once all ranks agree
+        return stop.signum is not None if d is None else bool(agreed)
+
     with StopFlag() as stop, fit_progress(f"fine-tuning {task.name}", total, hyper.epochs) as bar:
-        while step < total and stop.signum is None:
+        while step < total and not halted():
             epoch += 1
             perm = torch.randperm(len(train), generator=order_rng).numpy()
             losses = []
             for start in range(0, len(perm), hyper.batch_size):
                 pause_point(f"finetune-step-{step + 1}", until=lambda: stop.signum is not None)
-                if step >= total or stop.signum is not None:
+                if step >= total or halted():
                     break
                 if d is None:
                     batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
@@ -263,6 +268,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                                                   cfg, device, opt, scaler, params, d, stop.signum is not None)
                     if stopped:              # another rank was signalled: stop here too, at the same step
                         stop.signum = stop.signum or signal.SIGTERM
+                        agreed.append(stop.signum)
                         break
                 norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
                 if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
@@ -271,7 +277,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 sched.step()
                 step += 1
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
-            if stop.signum is not None:
+            if halted():
                 break                        # a part-epoch is neither evaluated nor kept
             dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision, d)
             train_mode()
@@ -291,7 +297,9 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                     f"epoch ended: nothing was kept (no epoch had been evaluated)")
         raise outcome.Interrupted(stop.signum)
     model.load_state_dict(best_state)
-    best.history, best.steps, best.total_steps, best.interrupted = history, step, total, stop.signum
+    # a signal after the last step (under torchrun: not agreed by every rank) does not mark the run
+    best.history, best.steps, best.total_steps = history, step, total
+    best.interrupted = stop.signum if d is None or agreed else None
     return best
 
 
