@@ -225,3 +225,24 @@ def test_sigterm_on_one_rank_stops_both_at_one_step(jobs, tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert res["interrupted"] == {"signal": "SIGTERM", "step": 10, "total_steps": 16} and res["best_epoch"] == 1
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out"]
+
+
+def test_a_killed_rank_stops_the_other_with_one_message(jobs, tmp_path):
+    """Rank 1 is held before step 11 and killed outright (SIGKILL: no handler runs). Rank 0, waiting
+    in that step's all-reduce, fails within seconds (gloo sees the socket close; a silent peer
+    would take ddp.TIMEOUT_S) with one message, exit 2, no traceback, and writes nothing."""
+    argv = jobs["classify"][0]
+    out, port = tmp_path / "out", str(_free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}
+        procs.append(popen_cli("finetune", *argv, "-o", out, *COMMON, cwd=tmp_path, env=env,
+                               pause="finetune-step-11" if rank else None))
+    wait_paused(procs[1])
+    procs[1].kill()
+    procs[1].communicate()
+    stdout, stderr = procs[0].communicate(timeout=600)
+    assert procs[0].returncode == 2, (procs[0].returncode, stdout[-2000:], stderr[-3000:])
+    assert "Traceback" not in stdout + stderr and "another process of this torchrun job" in stderr, stderr[-3000:]
+    assert not (out / "results.json").exists()

@@ -115,6 +115,21 @@ def reduce_grads(d: Dist, params: list, loss: torch.Tensor) -> float:
     return float(flat[-1])
 
 
+@contextlib.contextmanager
+def peers(d: Dist | None) -> Iterator[None]:
+    """Under torchrun, a collective that fails (a peer died: gloo sees its socket close; or
+    TIMEOUT_S passed) becomes one message instead of the backend's traceback."""
+    try:
+        yield
+    except RuntimeError as e:
+        if d is None or not d.enabled:
+            raise
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise UserError(f"rank {d.rank}: another process of this torchrun job stopped or stopped answering "
+                        f"({first}); nothing was written by this run",
+                        fix=f"see that process's own message; a silent one is given up on after {TIMEOUT_S} s") from e
+
+
 # ------------------------------------------------------------------------ predictions as JSON
 def _encode(x: Any) -> Any:
     if isinstance(x, np.ndarray | np.generic):

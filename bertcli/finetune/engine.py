@@ -395,7 +395,8 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     if d is not None:
         device = d.device
     start = time.monotonic()
-    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d)
+    with ddp.peers(d):
+        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
