@@ -340,8 +340,10 @@ class TrainConfig:
     """Keep the newest N step checkpoints (final/ is always kept)."""
     max_bad_steps: int = num(20, ge=0, le=bounds.MAX_STEPS)
     """Skip a step whose loss or gradients are not finite; stop after this many."""
-    tensorboard: bool = nohash(True)
-    """Also write TensorBoard events when tensorboard is installed."""
+    report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
+    """Trackers given every metrics.jsonl record and the recipe: a list of tensorboard, wandb,
+    mlflow (extras: pip install 'bertcli[wandb]'), or none (default); files in the run directory.
+    Replaces train.tensorboard (read for one release: true means [tensorboard])."""
     phases: list[PhaseConfig] = field(default_factory=list)
     """Multi-phase pretraining: phases run in order in one run (one step counter, one
     metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
