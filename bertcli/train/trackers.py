@@ -8,7 +8,8 @@ Every file a tracker writes lives inside the run directory (TRACKER_FILES, which
 removes and nothing else): `tensorboard/` (event files), `wandb/` (an offline run when there is
 no WANDB_API_KEY or WANDB_MODE=offline: `wandb sync runs/NAME/wandb/offline-run-*` uploads it
 later), `mlruns/` (MLflow's local file store, used unless MLFLOW_TRACKING_URI is set: the file
-store needs no database package, which mlflow-skinny lacks) and `trackers.json` (each run's id
+store needs no database package, which mlflow-skinny lacks; MLFLOW_ALLOW_FILE_STORE=true is set
+for it, as MLflow 3 asks) and `trackers.json` (each run's id
 and last logged step, so `--resume` continues the same run and does not log a step twice).
 
 A tracker never stops training: an exception in its package (network, key, full disk) or a
@@ -139,7 +140,12 @@ class _Mlflow:
         from mlflow.entities import Param, RunTag
         from mlflow.tracking import MlflowClient
 
-        uri = os.environ.get("MLFLOW_TRACKING_URI") or (run_dir / "mlruns").absolute().as_uri()
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            # MLflow 3.x refuses its file store unless this says yes; the SQLite store it defaults
+            # to needs SQLAlchemy, which mlflow-skinny lacks
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            uri = (run_dir / "mlruns").absolute().as_uri()
         self.client = MlflowClient(tracking_uri=uri)
         if state.get("run_id"):        # --resume: the same run, running again
             self.run_id = state["run_id"]
