@@ -189,3 +189,34 @@ def test_old_tensorboard_key_is_read_with_a_note():
     assert load_recipe(None, ["train.tensorboard=true"]).train.report_to == ["tensorboard"]
     assert load_recipe(None, ["train.tensorboard=false"]).train.report_to == "none"
     assert load_recipe(None, []).train.report_to == "none"
+
+
+def test_final_has_a_model_card_that_matches_the_results(tracked):
+    from huggingface_hub import ModelCard
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    run, _, _ = tracked
+    card = ModelCard.load(run / "final" / "README.md")
+    last_val = [r for r in read_metrics(run / "metrics.jsonl") if "val_loss" in r][-1]
+    assert last_val["step"] == 6
+    meta = card.data.to_dict()
+    assert meta["library_name"] == "transformers" and "bertcli" in meta["tags"] and "base_model" not in meta
+    assert "datasets" not in meta                                    # a local corpus is named in the body
+    name, results = model_index_to_eval_results(meta["model-index"])
+    got = {r.metric_name: r.metric_value for r in results}
+    assert got == {"validation MLM loss": round(last_val["val_loss"], 6),
+                   "validation MLM accuracy": round(last_val["val_mlm_acc"], 6)}
+    assert f"| validation MLM loss | {last_val['val_loss']:.4f} |" in card.text
+    assert "steps: 6 of batch 4" in card.text and f"`{run.parent / 'corpus.txt'}`" in card.text
+
+
+def test_a_users_readme_is_never_replaced(tmp_path):
+    from bertcli.core.outputs import write_marker
+    from bertcli.model.card import card_wanted, write_card
+
+    (tmp_path / "README.md").write_text("my card\n")
+    write_marker(tmp_path, ["config.json"])
+    assert not card_wanted(tmp_path) and not write_card(tmp_path, "---\n---\nbertcli's\n")
+    assert (tmp_path / "README.md").read_text() == "my card\n"
+    write_marker(tmp_path, ["config.json", "README.md"])                # bertcli's own card: replaced
+    assert write_card(tmp_path, "new\n") and (tmp_path / "README.md").read_text() == "new\n"

@@ -28,6 +28,7 @@ from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.testhooks import pause_point
+from bertcli.model.card import pretrain_card
 from bertcli.model.finite import check_trained
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import memory
@@ -287,9 +288,11 @@ class Trainer:
             ckpt_io.prune(self.inp.run_dir, self.cfg.keep_last)
         return path
 
-    def _save_final(self, path: Path) -> Path:
+    def _save_final(self, path: Path, results: dict) -> Path:
         if self.d.main:
-            ckpt_io.save_model_only(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, step=self.step)
+            card = pretrain_card(self.r, self.step, self.tokens, self.elapsed, results, str(self.d.device))
+            ckpt_io.save_model_only(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, step=self.step,
+                                    card=card)
         return path
 
     # -------------------------------------------------------------------------- data
@@ -467,7 +470,7 @@ class Trainer:
                         # not finite), then final/, the model alone, once its outputs are finite
                         self._save(ckpt_io.step_dir(run_dir, step))
                         self._check_outputs(batches[-1])
-                        result.checkpoint = self._save_final(run_dir / "final")
+                        result.checkpoint = self._save_final(run_dir / "final", result.last_val)
                     elif stopping:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
                         result.interrupted = stop.signum or signal.SIGTERM
