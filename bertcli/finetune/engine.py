@@ -37,6 +37,7 @@ from bertcli.finetune import auto_lr, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
+from bertcli.model.card import CARD, card_wanted, finetune_card
 from bertcli.model.checkpoint import Model, load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
@@ -384,6 +385,8 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
             **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
+        if cfg.save_model and card_wanted(final):
+            (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:
         console.log(f"stopped by {outcome.signal_name(result.interrupted)} at step {result.steps:,}/"
                     f"{result.total_steps:,}: kept epoch {result.best_epoch} (dev score {result.best_score:.4f}, the "

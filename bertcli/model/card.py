@@ -125,3 +125,63 @@ def write_card(directory: Path, text: str) -> bool:
         return False
     (Path(directory) / CARD).write_text(text, encoding="utf-8")
     return True
+
+
+# head -> (Hub pipeline tag, task name, transformers class)
+_HEADS = {"classification": ("text-classification", "Text classification", "AutoModelForSequenceClassification"),
+          "token": ("token-classification", "Token classification", "AutoModelForTokenClassification"),
+          "qa": ("question-answering", "Question answering", "AutoModelForQuestionAnswering"),
+          "pretraining": ("sentence-similarity", "Sentence embeddings", "AutoModel")}
+
+
+def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str) -> str:
+    """A fine-tuned (or distilled, or embedding) model directory's card, from its results.json
+    content: the dev figures of the kept epoch are its evaluation results."""
+    head, task = results["head"], results["task"]
+    pipeline, task_name, cls = _HEADS.get(head, _HEADS["classification"])
+    base = hub_id(results.get("checkpoint"))
+    source = str((results.get("data") or {}).get("source") or task)
+    metrics = [(k, f"{split} {k}", v) for split, values in (results.get("dev") or {}).items()
+               for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    meta = {"library_name": "sentence-transformers" if head == "pretraining" else "transformers",
+            "tags": ["bertcli", task, *(["distillation"] if "teacher" in results else [])],
+            "language": language, "pipeline_tag": pipeline, "base_model": base,
+            "datasets": [source] if hub_id(source) else [],
+            "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics)}
+    hp = results.get("hyperparameters") or {}
+    if head == "pretraining":
+        use = ('from sentence_transformers import SentenceTransformer\n\n'
+               'model = SentenceTransformer("path/to/this/directory")\n'
+               'embeddings = model.encode(["a sentence", "another one"])')
+    else:
+        use = (f'from transformers import {cls}, AutoTokenizer\n\n'
+               'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")\n'
+               f'model = {cls}.from_pretrained("path/to/this/directory")')
+    body = f"""
+# {task}
+
+`{results.get("checkpoint")}` fine-tuned for {task_name.lower()} ({task}) by bertcli {__version__}.
+
+## How it was made
+
+- data: `{source}`, {(results.get("data") or {}).get("train", "?")} training examples
+- {results.get("steps", "?")} steps; kept epoch {results.get("best_epoch")} by its dev score {results.get("score")}
+- learning rate {hp.get("learning_rate")}, batch {hp.get("batch_size")}, {hp.get("max_seq_length")} tokens
+- seed {results.get("seed")}
+- {seconds / 60:.1f} min of training on {device}; every figure is in `results.json` beside this card
+
+## Evaluation (dev)
+
+{_table(metrics)}
+## How to use
+
+```python
+{use}
+```
+
+## Limits
+
+Its scores are on the dev data named above, of one seed; on other text it may do worse, and it
+carries the biases of its pretraining corpus and of its training data.
+"""
+    return _front(meta) + body
