@@ -1,5 +1,5 @@
 """The model card (README.md) of a fine-tuned model directory: huggingface_hub reads it, and its
-metadata and evaluation table are results.json's dev figures. (Pretraining's final/ card:
+metadata and evaluation table are results.json's dev figures; its metrics.jsonl. (Pretraining's final/ card:
 tests/test_trackers.py.)"""
 
 from __future__ import annotations
@@ -47,3 +47,13 @@ def test_a_finetuned_model_has_a_card_that_matches_results_json(tmp_path):
     for name, value in want.items():
         assert f"| {name} | {value:.4f} |" in card.text
     assert "AutoModelForSequenceClassification" in card.text and str(ckpt) in card.text
+    # metrics.jsonl beside it, as pretraining writes: a record per step, then each epoch's dev figures
+    from bertcli.train.metrics import read_metrics
+
+    recs = read_metrics(card_path.parent / "metrics.jsonl")
+    steps = [x for x in recs if "loss" in x]
+    assert [x["step"] for x in steps] == list(range(1, results["steps"] + 1)) and all(x["lr"] >= 0 for x in steps)
+    [ep] = [x for x in recs if "train_loss" in x]
+    assert ep["step"] == results["steps"] and ep["epoch"] == 1
+    assert {k.removeprefix("dev_"): v for k, v in ep.items() if k.startswith("dev_")} == {
+        f"{split}_{k}": v for split, vals in results["dev"].items() for k, v in vals.items() if isinstance(v, (int, float))}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,7 @@ from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import StopFlag
+from bertcli.train.metrics import to_json_line
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -202,10 +203,11 @@ def evaluate_devs(model: nn.Module, task: Task, devs: dict, pad_id: int, batch_s
 
 
 def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConfig, seed: int, device: torch.device,
-        pad_id: int, teacher: Teacher | None = None) -> FitResult:
+        pad_id: int, teacher: Teacher | None = None, log: Callable[[dict], None] | None = None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
-    replaces the task's loss, and its own parameters (projections) train with the model's."""
+    replaces the task's loss, and its own parameters (projections) train with the model's. `log`
+    gets a record per step (loss, lr) and per epoch (train_loss, dev_<split>_<metric>)."""
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -258,11 +260,16 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 sched.step()
                 step += 1
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
+                if log is not None:
+                    log({"step": step, "epoch": epoch, "loss": value, "lr": lr_now})
             if stop.signum is not None:
                 break                        # a part-epoch is neither evaluated nor kept
             dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
             train_mode()
             score = task.score(dev)
+            if log is not None:
+                log({"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)) if losses else None,
+                     **{f"dev_{n}_{k}": v for n, m in dev.items() for k, v in m.items() if isinstance(v, (int, float))}})
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             "dev": dev, "score": score})
             is_best = outcome.keeps(select, score, history[-1]["train_loss"], None if best is None else best.best_score,
@@ -347,7 +354,8 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
                 f"{hyper.max_seq_length} tokens, device {device}")
 
     start = time.monotonic()
-    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
+    records: list[dict] = []                        # metrics.jsonl, as pretraining writes it
+    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, log=records.append)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
@@ -385,6 +393,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
             **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
+        (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
         if cfg.save_model and card_wanted(final):
             (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:

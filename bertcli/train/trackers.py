@@ -190,6 +190,8 @@ class Trackers:
         self.state: dict[str, dict] = {}
         if self.live and resume_step is not None and (self.run_dir / STATE).is_file():
             self.state = json.loads((self.run_dir / STATE).read_text(encoding="utf-8"))
+        # the steps the run being resumed already logged, per tracker: not logged twice
+        self.logged_to = {n: int(self.state.get(n, {}).get("last_step", -1)) for n in self.live}
 
     def _drop(self, name: str, what: str, e: BaseException) -> None:
         self.live.pop(name, None)
@@ -215,7 +217,7 @@ class Trackers:
         logged = False
         for name, t in list(self.live.items()):
             # a killed run may have logged steps past the checkpoint it resumes from: not twice
-            if name != "tensorboard" and step <= self.state.get(name, {}).get("last_step", -1):
+            if name != "tensorboard" and step <= self.logged_to[name]:
                 continue
             try:
                 t.log(values, step)
