@@ -12,6 +12,7 @@ import pytest
 from conftest import ONE_THREAD, run_cli
 from finetune_fixtures import tiny_checkpoint
 from helpers.glue import FILL, NEG, POS
+from helpers.wandb_log import wandb_records
 
 pytest.importorskip("huggingface_hub")
 
@@ -32,7 +33,9 @@ def test_a_finetuned_model_has_a_card_that_matches_results_json(tmp_path):
     out = tmp_path / "out"
     r = run_cli("finetune", "classify", "-c", ckpt, "--train", tmp_path / "train.csv", "--dev", tmp_path / "dev.csv",
                 "-o", out, "--set", "finetune.classify.epochs=1", "--set", "finetune.classify.batch_size=16",
-                "--set", "finetune.classify.max_seq_length=16", "--set", "language=[en]", cwd=tmp_path, env=ONE_THREAD)
+                "--set", "finetune.classify.max_seq_length=16", "--set", "language=[en]", "--set", "finetune.report_to=[wandb]",
+                cwd=tmp_path,
+                env={**ONE_THREAD, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_API_KEY": ""})
     assert r.rc == 0, r.output
     [card_path] = list(out.rglob("README.md"))
     results = json.loads((card_path.parent / "results.json").read_text())
@@ -57,3 +60,20 @@ def test_a_finetuned_model_has_a_card_that_matches_results_json(tmp_path):
     assert ep["step"] == results["steps"] and ep["epoch"] == 1
     assert {k.removeprefix("dev_"): v for k, v in ep.items() if k.startswith("dev_")} == {
         f"{split}_{k}": v for split, vals in results["dev"].items() for k, v in vals.items() if isinstance(v, (int, float))}
+
+    # finetune.report_to: the W&B offline run inside the model folder holds the same records and the recipe
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    [wb] = list((card_path.parent / "wandb").glob("offline-run-*/*.wandb"))
+    losses, config = {}, {}
+    for data in wandb_records(wb):
+        rec = pb.Record()
+        rec.ParseFromString(data)
+        if rec.WhichOneof("record_type") == "history":
+            items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.history.item}
+            if "loss" in items:
+                losses[items["_step"]] = items["loss"]
+        elif rec.WhichOneof("record_type") == "run":
+            config.update({i.key: json.loads(i.value_json) for i in rec.run.config.update})
+    assert losses == {x["step"]: x["loss"] for x in steps}
+    assert config["finetune"]["report_to"] == ["wandb"] and config["output_dir"] == str(card_path.parent)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import write_documents
 from helpers.pretrain import pretrain_cli
+from helpers.wandb_log import wandb_records
 
 from bertcli.train.metrics import read_metrics
 
@@ -99,31 +100,6 @@ def test_tensorboard_events_hold_the_same_scalars(tracked):
         assert _scalars(got) == _jsonl(run, key)
 
 
-def _wandb_records(path: Path):
-    """The protobuf records of a .wandb file: LevelDB's log format (32 KiB blocks; each chunk a
-    7-byte header: crc32 u32, length u16, type u8 = full 1 / first 2 / middle 3 / last 4) after
-    a 7-byte file header (":W&B", magic, version)."""
-    import struct
-
-    raw = path.read_bytes()
-    assert raw[:4] == b":W&B", raw[:7]
-    pos, pending = 7, b""
-    while pos + 7 <= len(raw):
-        left = 32768 - pos % 32768
-        if left < 7:                                # block trailer: padding
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
-        chunk = raw[pos + 7:pos + 7 + length]
-        pos += 7 + length
-        if kind == 0 and length == 0:
-            break
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            yield pending
-            pending = b""
-
-
 def test_wandb_offline_run_holds_the_metrics_and_config(tracked):
     from wandb.proto import wandb_internal_pb2 as pb
 
@@ -133,7 +109,7 @@ def test_wandb_offline_run_holds_the_metrics_and_config(tracked):
     losses: dict[int, float] = {}
     config: dict = {}
     for d in dirs:                                  # the first run and its resume: one run id
-        for data in _wandb_records(next(d.glob("*.wandb"))):
+        for data in wandb_records(next(d.glob("*.wandb"))):
             rec = pb.Record()
             rec.ParseFromString(data)
             if rec.WhichOneof("record_type") == "history":

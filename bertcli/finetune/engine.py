@@ -55,6 +55,7 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
+from bertcli.train.trackers import check_report_to, log_finished
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -328,6 +329,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    check_report_to(cfg.report_to, "finetune.report_to")
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
@@ -394,6 +396,9 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
         }
         write_json(tmp / "results.json", results)
         (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
+        name = f"{recipe.name}-{task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"   # one run per (lr, seed)
+        log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "output_dir": str(final)}, records,
+                     {"score": result.best_score, "best_epoch": result.best_epoch})
         if cfg.save_model and card_wanted(final):
             (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:
