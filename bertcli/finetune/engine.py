@@ -397,7 +397,8 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
         write_json(tmp / "results.json", results)
         (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
         name = f"{recipe.name}-{task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"   # one run per (lr, seed)
-        log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "output_dir": str(final)}, records,
+        log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "group": f"{recipe.name}-{task.name}",
+                                          "output_dir": str(final)}, records,
                      {"score": result.best_score, "best_epoch": result.best_epoch})
         if cfg.save_model and card_wanted(final):
             (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")

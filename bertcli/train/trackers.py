@@ -120,6 +120,7 @@ class _Wandb:
         offline = not os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") == "offline"
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "bertcli"), name=config.get("name"), dir=str(run_dir),
+            group=config.get("group"),
             id=state.get("id"), resume="allow" if state.get("id") else None, config=config,
             mode="offline" if offline else None, reinit="create_new",
             settings=wandb.Settings(init_timeout=BOUND_S, console="off", x_disable_stats=True, silent=True))
@@ -155,7 +156,8 @@ class _Mlflow:
         exp = self.client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
         run = self.client.create_run(exp_id, run_name=config.get("name"),
-                                     tags={"bertcli.output_dir": str(config.get("output_dir"))})
+                                     tags={"bertcli.output_dir": str(config.get("output_dir")),
+                                           **({"bertcli.group": str(config["group"])} if config.get("group") else {})})
         self.run_id = run.info.run_id
         params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):          # log_batch takes at most 100 params
