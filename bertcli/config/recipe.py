@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import importlib.util
 import inspect
 import typing
 from dataclasses import dataclass, field
@@ -197,7 +198,9 @@ def _old_keys(raw: dict) -> None:
         if not isinstance(old, bool):
             raise UserError(f"train.tensorboard: expected true or false, got {old!r}",
                             fix="use train.report_to: [tensorboard] (or none)")
-        if old is True and "report_to" not in train:
+        # its meaning, kept for one release: TensorBoard events when tensorboard is installed (a
+        # run directory's recipe.yaml written before has `tensorboard: true`, the old default)
+        if old is True and "report_to" not in train and importlib.util.find_spec("tensorboard") is not None:
             train["report_to"] = ["tensorboard"]
         console.log("note: train.tensorboard is now train.report_to (a list of tensorboard, wandb, mlflow, "
                     f"or none); read as report_to {train.get('report_to', 'none')}")

@@ -342,7 +342,7 @@ class TrainConfig:
     """Skip a step whose loss or gradients are not finite; stop after this many."""
     report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
     """Trackers given every metrics.jsonl record and the recipe: [tensorboard, wandb, mlflow] (extras:
-    bertcli[wandb]) or none (default), files in the run dir; was train.tensorboard (true: [tensorboard])."""
+    bertcli[wandb]) or none (default), files in the run dir; was train.tensorboard (true: [tensorboard] if installed)."""
     phases: list[PhaseConfig] = field(default_factory=list)
     """Multi-phase pretraining: phases run in order in one run (one step counter, one
     metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
