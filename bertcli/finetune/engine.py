@@ -18,7 +18,7 @@ import contextlib
 import math
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +38,13 @@ from bertcli.finetune import auto_lr, ddp, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
+from bertcli.model.card import CARD, card_wanted, finetune_card
 from bertcli.model.checkpoint import Model, load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import StopFlag
+from bertcli.train.metrics import to_json_line
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -54,6 +56,7 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
+from bertcli.train.trackers import check_report_to, log_finished
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -206,11 +209,13 @@ def evaluate_devs(model: nn.Module, task: Task, devs: dict, pad_id: int, batch_s
 
 
 def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConfig, seed: int, device: torch.device,
-        pad_id: int, teacher: Teacher | None = None, d: Dist | None = None) -> FitResult:
+        pad_id: int, teacher: Teacher | None = None, d: Dist | None = None,
+        log: Callable[[dict], None] | None = None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
     replaces the task's loss, and its own parameters (projections) train with the model's.
-    `d` (under torchrun, finetune/ddp.py): each rank trains on its shard of every global batch."""
+    `d` (under torchrun, finetune/ddp.py): each rank trains on its shard of every global batch.
+    `log` gets a record per step (loss, lr) and per epoch (train_loss, dev_<split>_<metric>)."""
     d = d if d is not None and d.enabled else None
     hyper = task.hyper
     torch.manual_seed(seed)
@@ -277,11 +282,16 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 sched.step()
                 step += 1
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
+                if log is not None:
+                    log({"step": step, "epoch": epoch, "loss": value, "lr": lr_now})
             if halted():
                 break                        # a part-epoch is neither evaluated nor kept
             dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision, d)
             train_mode()
             score = task.score(dev)
+            if log is not None:
+                log({"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)) if losses else None,
+                     **{f"dev_{n}_{k}": v for n, m in dev.items() for k, v in m.items() if isinstance(v, (int, float))}})
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             "dev": dev, "score": score})
             is_best = outcome.keeps(select, score, history[-1]["train_loss"], None if best is None else best.best_score,
@@ -365,6 +375,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    check_report_to(cfg.report_to, "finetune.report_to")
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
     ddp.check(hyper.batch_size, "distill" if teacher is not None else task.name)  # every rank, before joining
@@ -395,8 +406,9 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     if d is not None:
         device = d.device
     start = time.monotonic()
+    records: list[dict] = []                        # metrics.jsonl, as pretraining writes it
     with ddp.peers(d):
-        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d)
+        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d, log=records.append)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
@@ -434,6 +446,14 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
             **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
+        (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
+        name = f"{recipe.name}-{task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"   # one run per (lr, seed)
+        if d is None or d.rank == 0:           # the other ranks' folders are scratch: one tracker run per run
+            log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "group": f"{recipe.name}-{task.name}",
+                                              "output_dir": str(final)}, records,
+                         {"score": result.best_score, "best_epoch": result.best_epoch})
+        if cfg.save_model and card_wanted(final):
+            (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:
         console.log(f"stopped by {outcome.signal_name(result.interrupted)} at step {result.steps:,}/"
                     f"{result.total_steps:,}: kept epoch {result.best_epoch} (dev score {result.best_score:.4f}, the "
