@@ -3,7 +3,6 @@ the real CLI, the other file kinds, regression, metrics against scikit-learn, ba
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 
@@ -11,32 +10,11 @@ import numpy as np
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import tiny_checkpoint
-from helpers.glue import FILL, NEG, POS
 from helpers.recipes import classify_config
+from helpers.reviews import review_rows as _rows
+from helpers.reviews import write_csv as _write_csv
 
 from bertcli.core.errors import UserError
-
-NAMES = ["negative", "positive", "neutral"]
-NEUTRAL = ["okay", "average", "fine", "plain", "usual", "moderate"]
-
-
-def _rows(rng, n):
-    """Three string classes, each decided by one word of its own among filler words."""
-    rows = []
-    for _ in range(n):
-        label = rng.randrange(3)
-        words = rng.choices(FILL, k=rng.randint(4, 12)) + [rng.choice([NEG, POS, NEUTRAL][label])]
-        rng.shuffle(words)
-        rows.append({"review": " ".join(words) + ", yes", "stars": NAMES[label]})
-    return rows
-
-
-def _write_csv(path, rows, columns=("review", "stars")):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(columns)
-        w.writerows([[r.get(c, "") for c in columns] for r in rows])
-    return path
 
 
 def test_classify_csv_learns_end_to_end(tmp_path):

@@ -21,10 +21,11 @@ import pytest
 import torch
 from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
+from helpers.reviews import review_rows as _rows
+from helpers.reviews import write_csv as _write_csv
 from safetensors.torch import load_file
 from squad_synth import all_text, write_squad
 from squad_synth import tiny_checkpoint as squad_checkpoint
-from test_finetune_classify import _rows, _write_csv
 
 COMMON = ["--set", "finetune.dropout=0", "--set", "finetune.eval_batch_size=8", "--set", "finetune.threads=1"]
 WORKER = Path(__file__).parent / "helpers" / "ddp_finetune_worker.py"
@@ -131,6 +132,11 @@ def test_two_processes_equal_one(jobs, task):
     for k in files1:
         if k.endswith(".json"):       # SQuAD's n-best lists carry logits: same texts, floats within tolerance
             _assert_close_json(json.loads(files1[k]), json.loads(files2[k]), f"{task} {k}")
+        elif k.endswith(".jsonl"):    # metrics.jsonl: the same per-step losses, to float tolerance (summed over ranks)
+            lines1, lines2 = files1[k].splitlines(), files2[k].splitlines()
+            assert len(lines1) == len(lines2) >= r1["steps"], (task, k)
+            for a, b in zip(lines1, lines2):
+                _assert_close_json(json.loads(a), json.loads(b), f"{task} {k}")
         else:
             assert files1[k] == files2[k], (task, k)
     w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
