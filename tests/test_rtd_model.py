@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.models import VOCAB, tiny_section
 
 from bertcli.config.model import encoder_config
 from bertcli.model.electra import RTDModel, generator_config, sample
 from bertcli.model.names import weight_map
-from tests.helpers.models import VOCAB, tiny_section
 
 transformers = pytest.importorskip("transformers")
 
