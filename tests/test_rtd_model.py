@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from helpers.models import VOCAB, tiny_section
 
 from bertcli.config.model import encoder_config
-from bertcli.model.electra import RTDModel, generator_config, sample
+from bertcli.model.electra import RTDModel, RTDOutput, generator_config, sample
 from bertcli.model.names import weight_map
 
 transformers = pytest.importorskip("transformers")
@@ -41,6 +41,7 @@ def test_rtd_loss_gives_no_gradient_to_generator_only_parameters(family):
     m = _model(family).train()
     b = _batch()
     out = m(**b)
+    assert isinstance(out, RTDOutput)
     out.rtd_sum.backward()
     shared = {id(p) for p in m.encoder.embeddings.parameters()}
     gen_only = [(n, p) for n, p in m.named_parameters() if n.startswith(("generator", "generator_mlm"))
@@ -48,7 +49,7 @@ def test_rtd_loss_gives_no_gradient_to_generator_only_parameters(family):
     assert gen_only and all(p.grad is None or not p.grad.any() for _, p in gen_only)
     assert m.encoder.embeddings.word.weight.grad.abs().sum() > 0   # the shared tables do learn from RTD
     m.zero_grad()
-    m(**b).mlm_sum.backward()                                         # and the generator learns from MLM
+    m(**b).mlm_sum.backward()  # type: ignore[union-attr]                                        # and the generator learns from MLM
     assert all(p.grad is not None for n, p in gen_only if "pooler" not in n)
     assert m.discriminator_head.dense.weight.grad is None
 
@@ -91,6 +92,7 @@ def test_losses_equal_transformers_electra():
     sd = m.state_dict()
     with torch.no_grad():
         out = m(**b)
+        assert isinstance(out, RTDOutput)
         # generator: ElectraForMaskedLM, labels -100 off the masked positions -> mean CE
         gen = transformers.ElectraForMaskedLM(_hf_config(g)).eval()
         gsd = _to_hf(sd, g, "electra.", "generator.")

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from bertcli.config.model import EncoderConfig
 from bertcli.model.encoder import Encoder, activation, linear
-from bertcli.model.heads import MLMHead, init_weights
+from bertcli.model.heads import MLMHead, PreTrainingOutput, init_weights
 
 RTD_WEIGHT = 50.0  # the paper's lambda
 
@@ -94,8 +94,13 @@ class RTDModel(nn.Module):
         return self.discriminator_head(self.encoder(input_ids, attention_mask, token_type_ids).padded())
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None,
-                mlm_positions: Tensor, mlm_labels: Tensor, uniform: Tensor) -> RTDOutput:
-        """input_ids [B, T] with masks applied, mlm_positions / mlm_labels / uniform [N]."""
+                mlm_positions: Tensor, mlm_labels: Tensor | None = None,
+                uniform: Tensor | None = None) -> RTDOutput | PreTrainingOutput:
+        """input_ids [B, T] with masks applied, mlm_positions / mlm_labels / uniform [N]. Without
+        labels: the generator's logits at mlm_positions, as PreTrainingModel's output (checks)."""
+        if mlm_labels is None or uniform is None:
+            return PreTrainingOutput(self.generator_logits(input_ids, attention_mask, token_type_ids, mlm_positions),
+                                     None)
         logits = self.generator_logits(input_ids, attention_mask, token_type_ids, mlm_positions).float()
         mlm_sum = F.cross_entropy(logits, mlm_labels.long(), reduction="sum")
         mlm_correct = (logits.argmax(-1) == mlm_labels).sum()
