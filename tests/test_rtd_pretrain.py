@@ -3,10 +3,12 @@ checkpoint), resumes bit for bit, and writes the discriminator and generator/ as
 
 from __future__ import annotations
 
+import csv
+import json
 import shutil
 
 import pytest
-from conftest import write_documents
+from conftest import ONE_THREAD, run_cli, write_documents
 from helpers.pretrain import model_records, pretrain_cli
 
 from bertcli.model.checkpoint import load_checkpoint, read_weights
@@ -48,3 +50,22 @@ def test_rtd_final_holds_discriminator_and_generator(runs):
     d, g = read_weights(final), read_weights(final / "generator")
     word = [k for k in d if k.endswith("word_embeddings.weight")][0]
     assert d[word].equal(g[word])          # one shared table, written in both
+
+
+def test_finetune_classify_reads_the_rtd_discriminator(runs):
+    """`bertcli finetune classify` of an RTD final/: the discriminator's encoder, not the generator's."""
+    words = "alpha beta gamma delta epsilon zeta".split()
+    with open(runs / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("text", "label"), *((f"{words[i % 6]} {words[(i * 5) % 6]}", "ab"[i % 2])
+                                                       for i in range(24))])
+    out = runs / "tuned"
+    r = run_cli("finetune", "classify", "-c", runs / "whole" / "final", "--train", runs / "train.csv",
+                "--dev", runs / "train.csv", "-o", out, "--set", "finetune.classify.epochs=1",
+                "--set", "finetune.classify.batch_size=8", "--set", "finetune.classify.max_seq_length=16",
+                cwd=runs, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["data"]["train"] == 24 and res["steps"] == 3
+    tuned = read_weights(out)   # the fine-tuned encoder has the discriminator's width (32), not the generator's (16)
+    assert next(v for k, v in tuned.items() if k.endswith("word_embeddings.weight")).shape[1] == 32
+    assert next(v for k, v in tuned.items() if k.endswith("layer.0.output.dense.weight")).shape == (32, 64)
