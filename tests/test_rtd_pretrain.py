@@ -39,7 +39,11 @@ def test_rtd_resume_is_bitwise(runs):
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
     ga, gb = read_weights(runs / "whole" / "final" / "generator"), read_weights(runs / "split" / "final" / "generator")
     assert all(ga[k].equal(gb[k]) for k in ga)
-    assert model_records(runs / "whole")[-1] == model_records(runs / "split")[-1]
+    whole = model_records(runs / "whole")
+    assert whole[-1] == model_records(runs / "split")[-1]
+    last = [r for r in whole if "val_rtd_loss" in r][-1]     # the discriminator's figures are logged
+    assert 0 < last["val_rtd_loss"] < 1 and 0.5 < last["val_rtd_acc"] <= 1
+    assert last["val_loss"] == pytest.approx(last["val_mlm_loss"] + 50 * last["val_rtd_loss"])
 
 
 def test_rtd_final_holds_discriminator_and_generator(runs):

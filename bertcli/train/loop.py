@@ -374,6 +374,10 @@ class Trainer:
         self.tokens += int(counts[2].item())
         return applied, counts[3].item() > 0
 
+    def _summary(self, s: dict, prefix: str = "") -> dict:
+        rec = _summarize(s, self.pair, prefix)
+        return rec if self.objective is None else self.objective.summarize(s, rec, prefix)
+
     # -------------------------------------------------------------------------- eval
     @torch.no_grad()
     def validate(self) -> dict:
@@ -396,7 +400,7 @@ class Trainer:
         self.model.train()
         all_reduce_sum(self.d, sums)
         all_reduce_sum(self.d, counts)
-        rec = _summarize(dict(zip(SUMS, sums.tolist())), self.pair, prefix="val_")
+        rec = self._summary(dict(zip(SUMS, sums.tolist())), prefix="val_")
         # Accuracy of always predicting the most frequent masked token: the floor to beat.
         self.majority = counts.max().item() / max(1.0, counts.sum().item())
         rec["val_mlm_majority_acc"] = self.majority
@@ -556,7 +560,7 @@ class Trainer:
         sums = all_reduce_sum(self.d, self.sums.clone())
         self.sums.zero_()
         s = dict(zip(SUMS, sums.tolist()))
-        rec = {"step": self.step, **_summarize(s, self.pair), "lr": lr, "tokens_per_s": tokens_per_s}
+        rec = {"step": self.step, **self._summary(s), "lr": lr, "tokens_per_s": tokens_per_s}
         if self.phased:  # the phase, and the mean length of the rows it trained on since the last record
             rec["phase"] = self.phase.name
             rec["tokens_per_seq"] = s["tokens"] / s["sequences"] if s["sequences"] else float("nan")

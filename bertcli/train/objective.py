@@ -31,6 +31,17 @@ class RTDObjective:
         return out.mlm_sum, out.mlm_correct, out.rtd_sum, out.rtd_correct, b["mlm_labels"]
 
     @staticmethod
+    def summarize(s: dict, rec: dict, prefix: str) -> dict:
+        """The loop's record with the discriminator's figures: rtd_loss (mean BCE per real token),
+        rtd_acc (replaced-or-not accuracy), and loss = mlm_loss + RTD_WEIGHT * rtd_loss."""
+        tokens = s["tokens"]
+        rtd_loss = s["pair_loss"] / tokens if tokens else float("nan")
+        rec[prefix + "rtd_loss"] = rtd_loss
+        rec[prefix + "rtd_acc"] = s["pair_correct"] / tokens if tokens else float("nan")
+        rec[prefix + "loss"] = rec[prefix + "mlm_loss"] + RTD_WEIGHT * rtd_loss
+        return rec
+
+    @staticmethod
     def pair_scale(world_size: int, global_tokens: float) -> float:
         return world_size * RTD_WEIGHT / max(1.0, global_tokens)
 
