@@ -37,6 +37,7 @@ from bertcli.export.predictor import is_bundle
 from bertcli.export.run import run_export
 from bertcli.export.speed import teacher_student_speed
 from bertcli.finetune import command as commands
+from bertcli.finetune import ddp
 from bertcli.finetune import sweep as sweeps
 from bertcli.finetune.distill.run import make_task, run_distill
 from bertcli.serve.embed import embed_file
@@ -201,6 +202,7 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
     if any(options.get(k) for k in cmd.sweep_options) and sweep is None:
         sweep = SweepArgs()                         # e.g. GLUE's --from-mnli: a sweep of one seed
     if sweep is not None and (sweep.wanted or any(options.get(k) for k in cmd.sweep_options)):
+        ddp.check_sweep()
         if cmd.sweep_check is not None:
             cmd.sweep_check(sweep, options)
         plan = sweeps.make_plan(cmd.name, Path(checkpoint), r, sweep, dest)
@@ -210,7 +212,9 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
                 return cmd.sweep(plan, r, Path(checkpoint), dest, fresh, **options)
             return sweeps.run_sweep(plan, r, Path(checkpoint), dest,
                                     lambda recipe_, folder: cmd.run(recipe_, Path(checkpoint), folder, **options), fresh)
-    with writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]):
+    # under torchrun only rank 0 checks, locks and marks `dest` (finetune/ddp.py); every rank reads the inputs
+    with (writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]) if ddp.writes()
+          else contextlib.nullcontext(dest)):
         return cmd.run(r, Path(checkpoint), dest, **options)
 
 

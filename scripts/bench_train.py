@@ -83,7 +83,7 @@ class Bench:
         sets = [f"corpus.sources=[{{path: builtin, max_documents: {documents}}}]",
                 f"output_dir={Path(cache) / name}", "train.log_every=1000000", "train.eval_every=1000000",
                 "train.save_every=1000000", "train.max_steps=1000000", "train.warmup_steps=10",
-                "train.tensorboard=false", "train.optimizer=adamw", *sets]  # AdamW on both sides, even for LAMB recipes
+                "train.report_to=none", "train.optimizer=adamw", *sets]  # AdamW on both sides, even for LAMB recipes
         self.recipe = recipe = load_recipe(recipe_name, sets)
         self.tokenizer_dir = ensure_tokenizer(recipe).path
         tok = load_tokenizer(self.tokenizer_dir)

@@ -13,6 +13,9 @@ under 8 minutes, with no network, from the repository alone (the built-in corpus
     finetune_export_cuda             finetune classify (CLI) -> export (CLI, CPU verification) ->
                                      the graph on ONNX Runtime's CUDA execution provider against
                                      PyTorch at export's tolerance
+    finetune_ddp_nccl                torchrun over every visible GPU (nccl; --cpu: 2 processes, gloo)
+                                     fine-tunes the same classifier as one process: the epoch losses
+                                     and dev score agree (skipped with fewer than 2 GPUs)
 
 MFU = model FLOPs/s over the GPU's dense bf16 peak: PEAKS below, matched on
 torch.cuda.get_device_properties(0).name (GPU_PEAK_TFLOPS=... overrides). Model FLOPs per real
@@ -181,6 +184,39 @@ class Checks:
                 "mfu": {k: self.mfu(b.model, length, v) for k, v in tps.items()},
                 "ok": all(v > 0 for v in tps.values())}
 
+    def finetune_ddp(self) -> dict:
+        """finetune_export's checkpoint and data, fine-tuned by one process and by torchrun over
+        all visible GPUs (bertcli/finetune/ddp.py), dropout 0: the same losses within rel 1e-3
+        (TF32 and nccl's reduction order) and the same dev score within 0.02."""
+        root = Path(self.cache) / "finetune"
+        if not (root / "ckpt" / "config.json").exists():
+            return {"ok": False, "error": "needs finetune_export_cuda's checkpoint (it runs first)"}
+        n = 2 if self.cpu else torch.cuda.device_count()
+        if n < 2:
+            return {"ok": True, "skipped_reason": f"{n} GPU visible: DDP needs 2 or more", "gpus": n}
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        args = ["finetune", "classify", "-c", str(root / "ckpt"), "--train", str(root / "train.jsonl"),
+                "--dev", str(root / "dev.jsonl"), "--force", "--set", "finetune.dropout=0",
+                "--set", f"finetune.classify.batch_size={8 * n}", "--set", "finetune.classify.epochs=2",
+                "--set", "finetune.classify.max_seq_length=32"]
+        runs = {}
+        for name, launch in (("one", [sys.executable, "-m", "bertcli"]),
+                             ("ddp", [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n),
+                                      "--master_port", "29517", "-m", "bertcli"])):
+            t0 = time.monotonic()
+            r = subprocess.run(launch + args + ["-o", str(root / f"ddp-{name}")], capture_output=True, text=True,
+                               env=env)
+            if r.returncode != 0:
+                return {"ok": False, "stage": name, "rc": r.returncode, "output": (r.stdout + r.stderr)[-2000:]}
+            runs[name] = json.loads((root / f"ddp-{name}" / "results.json").read_text())
+            runs[name]["wall"] = round(time.monotonic() - t0, 1)
+        losses = {k: [h["train_loss"] for h in v["history"]] for k, v in runs.items()}
+        close = all(abs(a - b) <= 1e-3 * abs(a) for a, b in zip(losses["one"], losses["ddp"]))
+        return {"processes": n, "backend": "gloo" if self.cpu else "nccl", "train_losses": losses,
+                "dev_score": {k: v["score"] for k, v in runs.items()},
+                "train_seconds": {k: v["train_seconds"] for k, v in runs.items()},
+                "ok": close and abs(runs["one"]["score"] - runs["ddp"]["score"]) <= 0.02}
+
     def finetune_export(self) -> dict:
         from bertcli.export.backend import OrtBackend, TorchBackend
         from bertcli.export.heads import detect_kind, exportable
@@ -263,7 +299,8 @@ def main(argv=None) -> int:
                 ("fp16_loss_scaling", lambda: c.fp16(4, 2), 0),
                 ("micro_batch_auto", lambda: c.micro_auto(64, 8), 0),
                 ("modernbert_base", lambda: c.modernbert(288, 2, 2), 0),   # > 8 x its window: chunked
-                ("finetune_export_cuda", c.finetune_export, 0)]
+                ("finetune_export_cuda", c.finetune_export, 0),
+                ("finetune_ddp_nccl", c.finetune_ddp, 0)]
     else:          # need_s: about what each takes on an H100-class GPU, with margin
         plan = [("pretrain_bf16_128", lambda: c.pretrain(128, 128, 200), 60),
                 ("pretrain_bf16_512", lambda: c.pretrain(512, 32, 200), 90),
@@ -272,7 +309,8 @@ def main(argv=None) -> int:
                 ("fp16_loss_scaling", lambda: c.fp16(50, 10), 30),
                 ("micro_batch_auto", lambda: c.micro_auto(512, 4096), 30),
                 ("modernbert_base", lambda: c.modernbert(1024, 16, 100), 60),
-                ("finetune_export_cuda", c.finetune_export, 60)]
+                ("finetune_export_cuda", c.finetune_export, 60),
+                ("finetune_ddp_nccl", c.finetune_ddp, 60)]
     for name, fn, need in plan:
         if fn is None:   # --cpu: compiling on a loaded CPU takes minutes; the flag's path is the same
             line = {"check": name, "ok": True, "skipped_reason": "train.compile is not timed in the --cpu dry mode"}

@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from gpu_check import PEAKS, flops_per_token, peak_tflops  # noqa: E402
 
 CHECKS = ["device", "pretrain_bf16_128", "pretrain_bf16_512", "pretrain_bf16_128_compile", "pretrain_bf16_512_compile",
-          "fp16_loss_scaling", "micro_batch_auto", "modernbert_base", "finetune_export_cuda"]
+          "fp16_loss_scaling", "micro_batch_auto", "modernbert_base", "finetune_export_cuda", "finetune_ddp_nccl"]
 
 
 @pytest.mark.slow   # builds four small data sets, pretrains, fine-tunes and exports: minutes on two loaded cores
@@ -43,6 +43,8 @@ def test_the_dry_mode_prints_one_passing_json_line_per_check(tmp_path):
     assert mb["family"] == "modernbert" and mb["window_blocks_speedup"] > 0   # the chunked local layers ran
     ft = by["finetune_export_cuda"]
     assert ft["provider"] == "CPUExecutionProvider" and ft["session_providers"][0] == ft["provider"]
+    ddp = by["finetune_ddp_nccl"]
+    assert ddp["processes"] == 2 and ddp["backend"] == "gloo" and len(ddp["train_losses"]["ddp"]) == 2
     assert ft["export_cpu_verification_passed"] and all(ft["max_abs_diff"][k] <= ft["tolerance"][k] for k in ft["tolerance"])
 
 

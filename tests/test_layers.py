@@ -83,7 +83,7 @@ FACADE = {("bertcli", "bertcli.api")}
 
 # Optional dependencies (extras): imported inside the functions that need them, never at a
 # module's top, so bertcli imports and runs without the extra installed.
-OPTIONAL = {"onnx", "onnxruntime", "onnxscript", "jieba", "tensorboard"}
+OPTIONAL = {"onnx", "onnxruntime", "onnxscript", "jieba", "tensorboard", "wandb", "mlflow"}
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bertcli"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import importlib.util
 import inspect
 import typing
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ class Recipe:
     cache_dir: str | None = field(default=None, metadata={"hash": False})
     """Where cached stages (corpus, tokenizer, data) go, to share them between recipes.
     Default: output_dir."""
+    language: list[str] | None = field(default=None, metadata={"hash": False})
+    """Languages of the text as ISO 639-1 codes, e.g. [en], for the model card's metadata
+    (null: the card names none)."""
     seed: int = field(default=42, metadata={"ge": 0, "le": MAX_SEED})
     """Seed for every random choice: data building, masking, initialization, dropout, order."""
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
@@ -174,6 +178,7 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     for item in overrides:
         apply_override(raw, item, lines)
     general_keys_win(raw, [item.split("=", 1)[0].strip() for item in overrides])
+    _old_keys(raw)
     recipe = build(Recipe, raw, "", Ctx(where, lines))
     recipe.source = where
     recipe.given_sections = given               # read by check_purpose; not a recipe field
@@ -184,6 +189,22 @@ def load_recipe(spec: str | None = None, overrides: list[str] | tuple[str, ...] 
     resolve(recipe)
     validate(recipe)
     return recipe
+
+
+def _old_keys(raw: dict) -> None:
+    """Keys renamed in this release, still read (with a note) until the next one."""
+    train = raw.get("train")
+    if isinstance(train, dict) and "tensorboard" in train:
+        old = train.pop("tensorboard")
+        if not isinstance(old, bool):
+            raise UserError(f"train.tensorboard: expected true or false, got {old!r}",
+                            fix="use train.report_to: [tensorboard] (or none)")
+        # its meaning, kept for one release: TensorBoard events when tensorboard is installed (a
+        # run directory's recipe.yaml written before has `tensorboard: true`, the old default)
+        if old is True and "report_to" not in train and importlib.util.find_spec("tensorboard") is not None:
+            train["report_to"] = ["tensorboard"]
+        console.log("note: train.tensorboard is now train.report_to (a list of tensorboard, wandb, mlflow, "
+                    f"or none); read as report_to {train.get('report_to', 'none')}")
 
 
 PRETRAIN_SECTIONS = ("corpus", "tokenizer", "data", "model", "train")

@@ -30,8 +30,7 @@ def num(default: T, *, ge: float | None = None, gt: float | None = None, le: flo
 
 
 def nohash(default: T, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> T:
-    """A field that does not change what a stage writes (excluded from its cache key); numbers
-    give their bounds as `num` does."""
+    """A field that does not change what a stage writes (excluded from its cache key); numbers give their bounds as `num` does."""
     if ge is not None or gt is not None or le is not None:
         return num(default, ge=ge, gt=gt, le=le, hash=False)
     return field(default=default, metadata={"hash": False})
@@ -341,8 +340,9 @@ class TrainConfig:
     """Keep the newest N step checkpoints (final/ is always kept)."""
     max_bad_steps: int = num(20, ge=0, le=bounds.MAX_STEPS)
     """Skip a step whose loss or gradients are not finite; stop after this many."""
-    tensorboard: bool = nohash(True)
-    """Also write TensorBoard events when tensorboard is installed."""
+    report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
+    """Trackers given every metrics.jsonl record and the recipe: [tensorboard, wandb, mlflow] (extras:
+    bertcli[wandb]) or none (default), files in the run dir; was train.tensorboard (true: [tensorboard] if installed)."""
     phases: list[PhaseConfig] = field(default_factory=list)
     """Multi-phase pretraining: phases run in order in one run (one step counter, one
     metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
@@ -576,6 +576,8 @@ class FinetuneConfig:
     """The epoch whose weights are saved and reported: `best` (highest dev score; a tie goes to
     the later epoch when its training loss is lower) or `last` (as transformers' Trainer without
     load_best_model_at_end)."""
+    report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
+    """As train.report_to, one tracker run per (lr, seed) logged into its model folder when it ends."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"

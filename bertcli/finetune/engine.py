@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,15 +34,17 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import use_threads
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import auto_lr, outcome
+from bertcli.finetune import auto_lr, ddp, outcome
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
+from bertcli.model.card import CARD, card_wanted, finetune_card
 from bertcli.model.checkpoint import Model, load_checkpoint
 from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import StopFlag
+from bertcli.train.metrics import to_json_line
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -53,6 +56,7 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
+from bertcli.train.trackers import check_report_to, log_finished
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
     from bertcli.finetune.distill.teacher import Teacher
     from bertcli.model.checkpoint import LoadReport
     from bertcli.tokenization.load import TokenizerInfo
+    from bertcli.train.distributed import Dist
 
 
 @dataclass
@@ -178,33 +183,40 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
 # ------------------------------------------------------------------------------------ loop
 @torch.no_grad()
 def predict(model: nn.Module, task: Task, split: Split, data: Features, pad_id: int, batch_size: int,
-            device: torch.device, precision: str) -> object:
-    """The task's predictions for `split` (one per example, in order)."""
+            device: torch.device, precision: str, d: Dist | None = None) -> object:
+    """The task's predictions for `split` (one per example, in order). Under torchrun (`d`) each
+    rank predicts every world_size-th batch and all ranks get the gathered rows."""
     was_training = model.training
     model.eval()
-    collected: list = [None] * len(data)
-    for index in eval_batches(data, batch_size):
+    rows: dict[int, object] = {}
+    step = 1 if d is None else d.world_size
+    for index in eval_batches(data, batch_size)[0 if d is None else d.rank::step]:
         batch = _to(collate(data, index, pad_id), device)
         with autocast(precision, device):
             outputs = task.forward(model, batch, train=False)
         for i, row in zip(index, task.collect(outputs, batch)):
-            collected[int(i)] = row
+            rows[int(i)] = row
     model.train(was_training)
+    collected = list(rows[i] for i in range(len(data))) if d is None else ddp.gather_rows(d, rows, len(data))
     return task.decode(split, data, collected)
 
 
 def evaluate_devs(model: nn.Module, task: Task, devs: dict, pad_id: int, batch_size: int, device: torch.device,
-                  precision: str) -> dict:
+                  precision: str, d: Dist | None = None) -> dict:
     """{dev split name: metrics} over every dev split (`devs`: name -> (split, features))."""
-    return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision))
+    return {name: task.evaluate(split, predict(model, task, split, feats, pad_id, batch_size, device, precision, d))
             for name, (split, feats) in devs.items()}
 
 
 def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConfig, seed: int, device: torch.device,
-        pad_id: int, teacher: Teacher | None = None) -> FitResult:
+        pad_id: int, teacher: Teacher | None = None, d: Dist | None = None,
+        log: Callable[[dict], None] | None = None) -> FitResult:
     """Train `model` in place; on return it holds the weights of the best dev epoch. `teacher`
     (distillation, bertcli.finetune.distill.teacher.Teacher): its `loss(task, outputs, batch)`
-    replaces the task's loss, and its own parameters (projections) train with the model's."""
+    replaces the task's loss, and its own parameters (projections) train with the model's.
+    `d` (under torchrun, finetune/ddp.py): each rank trains on its shard of every global batch.
+    `log` gets a record per step (loss, lr) and per epoch (train_loss, dev_<split>_<metric>)."""
+    d = d if d is not None and d.enabled else None
     hyper = task.hyper
     torch.manual_seed(seed)
     order_rng = torch.Generator().manual_seed(seed)
@@ -234,34 +246,52 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     history: list[dict] = []
     step, epoch = 0, 0
     select = cfg.select
+    agreed: list[int] = []      # under torchrun: a stop every rank has seen (the step's all-reduce)
+
+    def halted() -> bool:       # alone, a signal stops at once; under torchrun, only once all ranks agree
+        return stop.signum is not None if d is None else bool(agreed)
+
     with StopFlag() as stop, fit_progress(f"fine-tuning {task.name}", total, hyper.epochs) as bar:
-        while step < total and stop.signum is None:
+        while step < total and not halted():
             epoch += 1
             perm = torch.randperm(len(train), generator=order_rng).numpy()
             losses = []
             for start in range(0, len(perm), hyper.batch_size):
                 pause_point(f"finetune-step-{step + 1}", until=lambda: stop.signum is not None)
-                if step >= total or stop.signum is not None:
+                if step >= total or halted():
                     break
-                batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
-                with autocast(cfg.precision, device):
-                    outputs = task.forward(model, batch, train=True)
-                loss = task.loss(outputs, batch) if teacher is None else teacher.loss(task, outputs, batch)
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
+                if d is None:
+                    batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
+                    with autocast(cfg.precision, device):
+                        outputs = task.forward(model, batch, train=True)
+                    loss = task.loss(outputs, batch) if teacher is None else teacher.loss(task, outputs, batch)
+                    opt.zero_grad(set_to_none=True)
+                    scaler.scale(loss).backward()
+                    value = float(loss.detach())
+                else:
+                    value, stopped = ddp_backward(model, task, train, perm[start:start + hyper.batch_size], pad_id,
+                                                  cfg, device, opt, scaler, params, d, stop.signum is not None)
+                    if stopped:              # another rank was signalled: stop here too, at the same step
+                        stop.signum = stop.signum or signal.SIGTERM
+                        agreed.append(stop.signum)
+                        break
                 norm = clip_and_check(params, cfg.grad_clip, scaler, opt)
-                value = float(loss.detach())
                 if optimizer_step(opt, scaler, guard, norm, value, step=step + 1):
                     losses.append(value)
                 lr_now = float(sched.get_last_lr()[0])
                 sched.step()
                 step += 1
                 bar.advance(1, loss=value, lr=lr_now, epoch=epoch)
-            if stop.signum is not None:
+                if log is not None:
+                    log({"step": step, "epoch": epoch, "loss": value, "lr": lr_now})
+            if halted():
                 break                        # a part-epoch is neither evaluated nor kept
-            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+            dev = evaluate_devs(model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision, d)
             train_mode()
             score = task.score(dev)
+            if log is not None:
+                log({"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)) if losses else None,
+                     **{f"dev_{n}_{k}": v for n, m in dev.items() for k, v in m.items() if isinstance(v, (int, float))}})
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             "dev": dev, "score": score})
             is_best = outcome.keeps(select, score, history[-1]["train_loss"], None if best is None else best.best_score,
@@ -277,8 +307,33 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                     f"epoch ended: nothing was kept (no epoch had been evaluated)")
         raise outcome.Interrupted(stop.signum)
     model.load_state_dict(best_state)
-    best.history, best.steps, best.total_steps, best.interrupted = history, step, total, stop.signum
+    # a signal after the last step (under torchrun: not agreed by every rank) does not mark the run
+    best.history, best.steps, best.total_steps = history, step, total
+    best.interrupted = stop.signum if d is None or agreed else None
     return best
+
+
+def ddp_backward(model: nn.Module, task: Task, train: Features, index: np.ndarray, pad_id: int,
+                 cfg: FinetuneConfig, device: torch.device, opt, scaler, params: list, d: Dist,
+                 stopping: bool) -> tuple[float, bool]:
+    """One global batch under torchrun: this rank's shard's loss, summed over its labelled units
+    and divided by the global count, backward, gradients summed over ranks (the one-process
+    mean's gradient). (global mean loss, whether any rank is stopping); nothing is computed
+    when one is."""
+    local = ddp.shard(index, d)
+    batch = _to(collate(train, local, pad_id), device) if len(local) else None
+    units = task.loss_units(batch) if batch is not None else 0
+    total, stopped = ddp.sync_step(d, units, stopping, device)
+    if stopped:
+        return float("nan"), True
+    opt.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    if batch is not None and units:
+        with autocast(cfg.precision, device):
+            outputs = task.forward(model, batch, train=True)
+        loss = task.loss(outputs, batch) * (units / total)   # the shard's sum / the global count
+        scaler.scale(loss).backward()
+    return ddp.reduce_grads(d, params, loss), False
 
 
 # ------------------------------------------------------------------------------------ one run
@@ -320,8 +375,10 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     cfg, hyper, data = recipe.finetune, task.hyper, task.data
     device = resolve_device(cfg.device, where="finetune.device")
     check_precision(cfg.precision, device)        # before tokenizing, not at the first batch
+    check_report_to(cfg.report_to, "finetune.report_to")
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
+    ddp.check(hyper.batch_size, "distill" if teacher is not None else task.name)  # every rank, before joining
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
     use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads, recorded_by="sweep")
@@ -345,18 +402,23 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
                 f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
                 f"{hyper.max_seq_length} tokens, device {device}")
 
+    d = ddp.join(cfg.device) if ddp.world_size() > 1 else None   # after every input check of this rank
+    if d is not None:
+        device = d.device
     start = time.monotonic()
-    result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher)
+    records: list[dict] = []                        # metrics.jsonl, as pretraining writes it
+    with ddp.peers(d):
+        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d, log=records.append)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
 
     def run(split: Split, feats: Features) -> object:      # the task's predictions of the split
-        return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision)
+        return predict(model, task, split, feats, tok.pad_id, cfg.eval_batch_size, device, cfg.precision, d)
 
     final = Path(final)
-    with building(final, recipe) as tmp:
-        if cfg.save_model:
+    with ddp.output_dir(d, lambda: building(final, recipe)) as tmp:   # only rank 0 leaves files
+        if cfg.save_model and (d is None or d.main):
             task.save_model(model, tmp, checkpoint)
         for split, feats in devs.values():
             task.write_predictions(split, run(split, feats), tmp, "dev")
@@ -384,6 +446,14 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
             **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
+        (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
+        name = f"{recipe.name}-{task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"   # one run per (lr, seed)
+        if d is None or d.rank == 0:           # the other ranks' folders are scratch: one tracker run per run
+            log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "group": f"{recipe.name}-{task.name}",
+                                              "output_dir": str(final)}, records,
+                         {"score": result.best_score, "best_epoch": result.best_epoch})
+        if cfg.save_model and card_wanted(final):
+            (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:
         console.log(f"stopped by {outcome.signal_name(result.interrupted)} at step {result.steps:,}/"
                     f"{result.total_steps:,}: kept epoch {result.best_epoch} (dev score {result.best_score:.4f}, the "

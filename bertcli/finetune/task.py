@@ -194,6 +194,11 @@ class Task(Generic[S, P]):
     def collect(self, outputs, batch: dict) -> Sequence:
         raise NotImplementedError
 
+    def loss_units(self, batch: dict) -> int:
+        """The labelled units `loss` averages over in `batch` (under torchrun each rank's mean is
+        weighted by its share of the global count): one per row unless a task says otherwise."""
+        return len(batch["index"])
+
     def decode(self, split: S, features: Features, collected: list) -> P:
         raise NotImplementedError
 

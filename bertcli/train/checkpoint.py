@@ -48,6 +48,7 @@ from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.paths import STEP_DIR, check_space, saving
+from bertcli.model.card import CARD, card_wanted
 from bertcli.model.manifest import verify_checkpoint, write_manifest
 
 if TYPE_CHECKING:
@@ -340,10 +341,12 @@ def save(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, optimiz
     return path
 
 
-def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, step: int) -> Path:
+def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe: Recipe, step: int,
+                    card: str | None = None) -> Path:
     """Write `final/`: the Hugging Face directory and recipe.yaml, the thing to load and share,
     without the optimizer and trainer state (those stay in checkpoints/step-N, which resume and
-    extending a finished run read). The same refusals as `save`."""
+    extending a finished run read), and its model card (README.md) unless the user's is there.
+    The same refusals as `save`."""
     path = Path(path)
     _refuse_nonfinite(path, model, step)
     needed = sum(t.numel() * t.element_size() for t in model.state_dict().values()) + (1 << 20)
@@ -352,6 +355,8 @@ def save_model_only(path: Path, *, model: torch.nn.Module, hf_save, recipe: Reci
     with saving(path, what, needed), building(path, recipe) as tmp:
         hf_save(model, tmp)
         recipe.save(tmp)
+        if card is not None and card_wanted(path):
+            (tmp / CARD).write_text(card, encoding="utf-8")
         write_manifest(tmp)
     return path
 

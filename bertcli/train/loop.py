@@ -28,18 +28,20 @@ from bertcli.config.phases import Phase, budget_seconds, phase_of, plan
 from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.core.testhooks import pause_point
+from bertcli.model.card import pretrain_card
 from bertcli.model.finite import check_trained
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import memory
 from bertcli.train.compile import compile_blocks, compile_layers
 from bertcli.train.distributed import Dist, all_gather_json, all_reduce_sum
 from bertcli.train.heap import release_free_memory
-from bertcli.train.metrics import LiveView, MetricsLog, TensorBoard
+from bertcli.train.metrics import LiveView, MetricsLog
 from bertcli.train.optim import build_optimizer
 from bertcli.train.phases import PhaseLR, budget_multiplier, progress, state_value
 from bertcli.train.precision import StepGuard, autocast, clip_and_check, make_grad_scaler, optimizer_step
 from bertcli.train.sampler import EvalBatchSampler, TrainBatchSampler, split_batch
 from bertcli.train.schedule import build_scheduler
+from bertcli.train.trackers import Trackers, report_names
 
 if TYPE_CHECKING:  # bertcli.model is heavy; only its class is needed, for the checker
     from bertcli.model.heads import PreTrainingModel
@@ -290,9 +292,11 @@ class Trainer:
             ckpt_io.prune(self.inp.run_dir, self.cfg.keep_last)
         return path
 
-    def _save_final(self, path: Path) -> Path:
+    def _save_final(self, path: Path, results: dict) -> Path:
         if self.d.main:
-            ckpt_io.save_model_only(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, step=self.step)
+            card = pretrain_card(self.r, self.step, self.tokens, self.elapsed, results, str(self.d.device))
+            ckpt_io.save_model_only(path, model=self.model, hf_save=self.inp.hf_save, recipe=self.r, step=self.step,
+                                    card=card)
         return path
 
     # -------------------------------------------------------------------------- data
@@ -426,7 +430,8 @@ class Trainer:
         run_dir = self.inp.run_dir
         resume_step = self.step if self.inp.resume is not None else None
         metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=resume_step, enabled=d.main)
-        tb = TensorBoard(run_dir / "tensorboard", enabled=cfg.tensorboard and d.main, resume_step=resume_step)
+        tb = Trackers(report_names(cfg.report_to), run_dir, enabled=d.main, resume_step=resume_step)
+        tb.start({**self.r.to_dict(), "output_dir": str(run_dir)})
         if resume_step is None and self.inp.first_record:
             metrics.write(self.inp.first_record)
         pair_name = self.r.data.objective if self.pair else None
@@ -469,7 +474,7 @@ class Trainer:
                             result.last_val = val
                         interval_start, interval_tokens = time.monotonic(), 0
                         metrics.write(rec)
-                        tb.write(rec)
+                        tb.log(rec, step)
                         view.record(rec)
                         result.last = rec
                     if final:
@@ -477,7 +482,7 @@ class Trainer:
                         # not finite), then final/, the model alone, once its outputs are finite
                         self._save(ckpt_io.step_dir(run_dir, step))
                         self._check_outputs(batches[-1])
-                        result.checkpoint = self._save_final(run_dir / "final")
+                        result.checkpoint = self._save_final(run_dir / "final", result.last_val)
                     elif stopping:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
                         result.interrupted = stop.signum or signal.SIGTERM
@@ -487,7 +492,8 @@ class Trainer:
                         result.checkpoint = self._save(ckpt_io.step_dir(run_dir, step))
             finally:
                 metrics.close()
-                tb.close()
+                tb.summary({k: v for k, v in (result.last_val or {}).items() if isinstance(v, (int, float))})
+                tb.finish()
                 del it
         result.step, result.tokens, result.seconds = self.step, self.tokens, time.monotonic() - start
         result.train_seconds = self.elapsed

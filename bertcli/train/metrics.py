@@ -1,5 +1,5 @@
-"""What a run shows and records: `metrics.jsonl` (one JSON object per logged step), TensorBoard
-events when tensorboard is installed, and a live view (rich on a TTY, plain lines otherwise).
+"""What a run shows and records: `metrics.jsonl` (one JSON object per logged step) and a live
+view (rich on a TTY, plain lines otherwise); train.report_to's trackers are bertcli/train/trackers.py.
 
 Only the main process writes. After a resume, the lines past the checkpoint's step are dropped
 so the file reads like an uninterrupted run.
@@ -84,35 +84,6 @@ def read_metrics(path: Path, up_to_step: int | None = None) -> list[dict]:
                     r[k] = math.nan
             records.append(r)
     return records
-
-
-class TensorBoard:
-    """SummaryWriter when tensorboard is installed and wanted; otherwise nothing."""
-
-    def __init__(self, log_dir: Path, enabled: bool, resume_step: int | None = None):
-        self.writer = None
-        if not enabled:
-            return
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except Exception:  # tensorboard missing or broken: the jsonl log is the record
-            return
-        # purge_step hides events a killed run wrote after the checkpoint it resumes from
-        self.writer = SummaryWriter(str(log_dir), purge_step=None if resume_step is None else resume_step + 1)
-
-    def write(self, record: dict) -> None:
-        if self.writer is None:
-            return
-        step = record["step"]
-        for key, value in record.items():
-            if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
-                group = "val" if key.startswith("val_") else "train"
-                self.writer.add_scalar(f"{group}/{key.removeprefix('val_')}", value, step)
-        self.writer.flush()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 def _num(value) -> float:

@@ -4,7 +4,7 @@ directory (`recipe.out`) that holds exactly one run:
     <out>/recipe.yaml          the run's resolved recipe
     <out>/metrics.jsonl        one JSON object per logged step
     <out>/checkpoints/step-NNNNNNN/, <out>/final/    see bertcli.train.checkpoint
-    <out>/tensorboard/         when tensorboard is installed
+    <out>/tensorboard/, wandb/, mlruns/, trackers.json   train.report_to's trackers
     <out>/tokenizer-<hash>/, data-<hash>/, ...      cached stages (unless cache_dir moves them)
 
 Under torchrun every process runs this function; rank 0 builds missing stages while the others
@@ -50,6 +50,7 @@ from bertcli.train.objective import RTDObjective, build_rtd, save_rtd
 from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
 from bertcli.train.resume import ResumeState, clear_run
+from bertcli.train.trackers import check_report_to
 
 
 @dataclass
@@ -144,6 +145,7 @@ def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -
     """Check, load the stages, build the model, then train (or find the run already complete);
     the result is put together once, from what training returned."""
     check_precision(recipe.train.precision, d.device)
+    check_report_to(recipe.train.report_to, "train.report_to")
     state = ResumeState.pick(recipe, resume, force)
     # before the model exists: a resume takes the checkpoint's count (the same bits), a new run the free cores
     use_threads(recipe.train.threads, "train.threads", d.device, recorded=state.threads)

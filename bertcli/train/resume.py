@@ -23,8 +23,9 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.train import checkpoint as ckpt_io
 from bertcli.train import provenance
+from bertcli.train.trackers import TRACKER_FILES
 
-RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", "tensorboard")
+RUN_FILES = ("recipe.yaml", "metrics.jsonl", "checkpoints", "final", *TRACKER_FILES)
 # Sections whose change makes another run (train keys listed below may change on --resume).
 RUN_SECTIONS = ("seed", "corpus", "tokenizer", "data", "model", "train")
 RESUMABLE_TRAIN_KEYS = {"max_steps", "max_time", "eval_every", "eval_batches", "max_bad_steps"}

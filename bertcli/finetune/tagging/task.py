@@ -138,6 +138,9 @@ class NerTask(Task[TagSplit, list[list[str]]]):
         logits, positions = outputs
         return F.cross_entropy(logits.float(), batch["labels"].reshape(-1)[positions])
 
+    def loss_units(self, batch: dict) -> int:
+        return int(batch["labels"].ne(-100).sum())            # the words' first sub-tokens the loss averages
+
     def collect(self, outputs, batch: dict):
         logits, positions = outputs
         pred = logits.float().argmax(-1)

@@ -1,0 +1,187 @@
+"""Model cards: the README.md of a model directory, in the Hugging Face model-card format (YAML
+front matter, then Markdown), written without huggingface_hub.
+
+    pretrain_card(recipe, step, tokens, seconds, results, device)   final/ of a pretraining run
+    finetune_card(task, base, recipe, results, metrics)             a fine-tuned model directory
+    card_wanted(directory)                                          False when a README.md there
+                                                                    is not bertcli's (the user's)
+
+Front matter: library_name, tags, language (the recipe's `language`), base_model and datasets
+only when they are Hub ids (a local path is named in the body instead), and model-index with
+the evaluation results, which huggingface_hub's model_index_to_eval_results reads.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from bertcli.core.outputs import listed_files
+from bertcli.core.version import __version__
+
+if TYPE_CHECKING:
+    from bertcli.config.recipe import Recipe
+
+CARD = "README.md"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def hub_id(name: str | None) -> str | None:
+    """`owner/name` when `name` reads as a Hub id and is no local path; otherwise None."""
+    if not name or not _HUB_ID.match(name) or Path(name).exists():
+        return None
+    return name
+
+
+def card_wanted(directory: Path) -> bool:
+    """A README.md is written unless one is there that bertcli's marker does not list."""
+    if not (Path(directory) / CARD).exists():
+        return True
+    return CARD in (listed_files(Path(directory)) or set())
+
+
+def _front(meta: dict[str, Any]) -> str:
+    meta = {k: v for k, v in meta.items() if v not in (None, [], "")}
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def _model_index(name: str, task: tuple[str, str], dataset: tuple[str, str], metrics: list[tuple[str, str, float]]) -> list:
+    """model-index for one task on one dataset: metrics as (type, name, value)."""
+    if not metrics:
+        return []
+    return [{"name": name, "results": [{
+        "task": {"type": task[0], "name": task[1]},
+        "dataset": {"type": dataset[0], "name": dataset[1]},
+        "metrics": [{"type": t, "name": n, "value": round(float(v), 6)} for t, n, v in metrics],
+    }]}]
+
+
+def _table(metrics: list[tuple[str, str, float]]) -> str:
+    if not metrics:
+        return "No evaluation results were recorded.\n"
+    return "| metric | value |\n|---|---|\n" + "".join(f"| {n} | {v:.4f} |\n" for _, n, v in metrics)
+
+
+def _sources(recipe: Recipe) -> tuple[list[str], list[str]]:
+    """(Hub dataset ids, every source as the recipe names it)."""
+    paths = [s.path for s in recipe.corpus.sources]
+    return [p for p in paths if hub_id(p)], paths
+
+
+def pretrain_card(recipe: Recipe, step: int, tokens: int, seconds: float, results: dict, device: str) -> str:
+    """final/'s card: a masked-language model; results are the last validation's figures."""
+    m = recipe.model
+    base = hub_id(m.init_from)
+    hub_data, sources = _sources(recipe)
+    metrics = [(t, n, results[k]) for k, t, n in (("val_loss", "loss", "validation MLM loss"),
+                                                  ("val_mlm_acc", "accuracy", "validation MLM accuracy"))
+               if isinstance(results.get(k), (int, float))]
+    meta = {"library_name": "transformers", "tags": ["bertcli", m.family, "fill-mask"],
+            "language": recipe.language, "pipeline_tag": "fill-mask", "base_model": base, "datasets": hub_data,
+            "model-index": _model_index(recipe.name, ("fill-mask", "Masked language modeling"),
+                                        ("held-out", "held-out split of the pretraining corpus"), metrics)}
+    start = f"continued from `{m.init_from}`" if m.init_from else "from random initialization"
+    body = f"""
+# {recipe.name}
+
+A {m.family} encoder ({m.num_hidden_layers} layers, hidden size {m.hidden_size}, {m.num_attention_heads} heads)
+pretrained with masked language modeling by bertcli {__version__}, {start}.
+
+## How it was made
+
+- corpus: {", ".join(f"`{s}`" for s in sources)}
+- objective: {recipe.data.objective}; sequence length {recipe.data.max_seq_length}
+- steps: {step:,} of batch {recipe.train.batch_size}; {tokens:,} tokens seen; {seconds / 3600:.2f} h of training on {device}
+- optimizer {recipe.train.optimizer}, learning rate {recipe.train.learning_rate}, precision {recipe.train.precision}
+- the full recipe is `recipe.yaml` beside this card
+
+## Evaluation
+
+{_table(metrics)}
+## How to use
+
+```python
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")
+model = AutoModelForMaskedLM.from_pretrained("path/to/this/directory")
+```
+
+## Limits
+
+A pretrained encoder is a starting point: fine-tune it for a task (`bertcli finetune`). Its
+figures above are masked-token predictions on held-out text of its own corpus, not task scores; it
+knows only the language and the biases of that corpus.
+"""
+    return _front(meta) + body
+
+
+def write_card(directory: Path, text: str) -> bool:
+    """Write README.md into `directory` unless the user's own card is there; True when written."""
+    if not card_wanted(directory):
+        return False
+    (Path(directory) / CARD).write_text(text, encoding="utf-8")
+    return True
+
+
+# head -> (Hub pipeline tag, task name, transformers class)
+_HEADS = {"classification": ("text-classification", "Text classification", "AutoModelForSequenceClassification"),
+          "token": ("token-classification", "Token classification", "AutoModelForTokenClassification"),
+          "qa": ("question-answering", "Question answering", "AutoModelForQuestionAnswering"),
+          "pretraining": ("sentence-similarity", "Sentence embeddings", "AutoModel")}
+
+
+def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str) -> str:
+    """A fine-tuned (or distilled, or embedding) model directory's card, from its results.json
+    content: the dev figures of the kept epoch are its evaluation results."""
+    head, task = results["head"], results["task"]
+    pipeline, task_name, cls = _HEADS.get(head, _HEADS["classification"])
+    base = hub_id(results.get("checkpoint"))
+    source = str((results.get("data") or {}).get("source") or task)
+    metrics = [(k, f"{split} {k}", v) for split, values in (results.get("dev") or {}).items()
+               for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    meta = {"library_name": "sentence-transformers" if head == "pretraining" else "transformers",
+            "tags": ["bertcli", task, *(["distillation"] if "teacher" in results else [])],
+            "language": language, "pipeline_tag": pipeline, "base_model": base,
+            "datasets": [source] if hub_id(source) else [],
+            "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics)}
+    hp = results.get("hyperparameters") or {}
+    if head == "pretraining":
+        use = ('from sentence_transformers import SentenceTransformer\n\n'
+               'model = SentenceTransformer("path/to/this/directory")\n'
+               'embeddings = model.encode(["a sentence", "another one"])')
+    else:
+        use = (f'from transformers import {cls}, AutoTokenizer\n\n'
+               'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")\n'
+               f'model = {cls}.from_pretrained("path/to/this/directory")')
+    body = f"""
+# {task}
+
+`{results.get("checkpoint")}` fine-tuned for {task_name.lower()} ({task}) by bertcli {__version__}.
+
+## How it was made
+
+- data: `{source}`, {(results.get("data") or {}).get("train", "?")} training examples
+- {results.get("steps", "?")} steps; kept epoch {results.get("best_epoch")} by its dev score {results.get("score")}
+- learning rate {hp.get("learning_rate")}, batch {hp.get("batch_size")}, {hp.get("max_seq_length")} tokens
+- seed {results.get("seed")}
+- {seconds / 60:.1f} min of training on {device}; every figure is in `results.json` beside this card
+
+## Evaluation (dev)
+
+{_table(metrics)}
+## How to use
+
+```python
+{use}
+```
+
+## Limits
+
+Its scores are on the dev data named above, of one seed; on other text it may do worse, and it
+carries the biases of its pretraining corpus and of its training data.
+"""
+    return _front(meta) + body
