@@ -26,6 +26,7 @@ from bertcli.config.bounds import MAX_SEED
 from bertcli.config.continued import resolve_init_from
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
+from bertcli.config.generator import generator_shape
 from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
 from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type, range_words
@@ -321,6 +322,24 @@ def resolve(r: Recipe) -> None:
         tr.warmup_steps = round(tr.warmup_ratio * tr.max_steps)
 
 
+def _check_rtd(r: Recipe, fail) -> None:
+    """train.objective: rtd (ELECTRA): no pair task, dynamic masks, a generator shape that divides into heads."""
+    m, d = r.model, r.data
+    if d.objective != "none":
+        fail(f"train.objective rtd with data.objective {d.objective}: replaced-token detection (ELECTRA) has no "
+             "sentence-pair task", "set data.objective: none")
+    if d.masking != "dynamic":
+        fail("train.objective rtd needs data.masking: dynamic (each serving of a row gets fresh masks and "
+             "fresh generator samples, keyed by (seed, epoch, row))", "set data.masking: dynamic")
+    if m.init_from is not None:
+        fail("train.objective rtd does not continue from model.init_from yet (the generator would start from scratch "
+             "beside a trained discriminator)", "leave model.init_from unset, or use train.objective: mlm")
+    h, _, heads, _ = generator_shape(m.generator, m.hidden_size, m.num_hidden_layers, m.num_attention_heads)
+    if h % heads:
+        fail(f"model.generator.hidden_size {h} is not divisible by model.generator.num_attention_heads {heads}",
+             "pick a generator head count that divides its width")
+
+
 def position_offset(m: ModelConfig, special_tokens: str | None = None) -> int:
     """Index of the first position embedding used (RoBERTa: padding_idx + 1 = 2), with the pad
     id of the special-token set (default: the family's own)."""
@@ -377,6 +396,8 @@ def validate(r: Recipe) -> None:
         fail(f"data.objective {d.objective} with the {m.family} family: {arch}'s head is "
              f"{spec.pair_head.upper()}",
              f"use data.objective: {spec.pair_head} ({m.family.upper()}) or model.family: " + " / ".join(with_head))
+    if tr.objective == "rtd":
+        _check_rtd(r, fail)
     if d.objective != "none" and resolved(m.type_vocab_size, "type_vocab_size") < 2:
         fail("sentence pairs need model.type_vocab_size >= 2 (segment A and B)")
     if d.ngram > 1 and not d.whole_word:

@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 
 from bertcli.config import bounds
 from bertcli.config.families import FamilyName  # pure data: the model families' names, as a Literal
+from bertcli.config.generator import GeneratorConfig
 
 T = TypeVar("T")   # a field's default, and so its type
 
@@ -29,13 +30,10 @@ def num(default: T, *, ge: float | None = None, gt: float | None = None, le: flo
 
 
 def nohash(default: T, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> T:
-    """A field that does not change what a stage writes (excluded from its cache key); numbers
-    give their bounds as `num` does."""
+    """A field that does not change what a stage writes (excluded from its cache key); numbers give their bounds as `num` does."""
     if ge is not None or gt is not None or le is not None:
         return num(default, ge=ge, gt=gt, le=le, hash=False)
     return field(default=default, metadata={"hash": False})
-
-
 
 
 # ----------------------------------------------------------------------------------------- corpus
@@ -229,6 +227,8 @@ class ModelConfig:
     classifier_pooling: Literal["cls", "mean"] = "cls"
     """modernbert's sequence classifier reads [CLS] (`cls`) or the mean of the real tokens
     (`mean`), as transformers' `classifier_pooling`; the other families pool [CLS]."""
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """The ELECTRA generator of `train.objective: rtd` (same family, shared embeddings): its shape."""
     init_from: str | None = None
     """Continued pretraining: a checkpoint directory written by bertcli or transformers' save_pretrained
     (*ForPreTraining, *ForMaskedLM or a bare *Model) to start from instead of random weights. The shape
@@ -347,6 +347,9 @@ class TrainConfig:
     """Multi-phase pretraining: phases run in order in one run (one step counter, one
     metrics.jsonl, optimizer state carried over), each with its own data settings and optionally
     batch and schedule (BERT: 90% of the steps at 128 tokens, 10% at 512). Empty: one phase."""
+    objective: Literal["mlm", "rtd"] = "mlm"
+    """`mlm`: masked LM. `rtd`: ELECTRA's replaced-token detection (bertcli.model.electra), MLM + 50 x RTD loss: a generator
+    (model.generator) fills the masks, which are 85% [MASK] / 15% kept at data.mlm_probability, no random tokens."""
     max_time: str | None = None
     """Time budget of the training, e.g. 90s, 30m, 24h, 1h30m, 2d: the run stops at the first step
     that ends past it, and the schedule is laid out over it (progress = the larger of elapsed /
@@ -367,8 +370,7 @@ class TaskOverrides:
     epochs: float | None = num(None, gt=0.0, le=bounds.MAX_EPOCHS)
     """Overrides finetune.epochs for this task (passes over its training examples)."""
     batch_size: int | None = num(None, ge=1, le=bounds.MAX_BATCH)
-    """Overrides finetune.batch_size for this task (features per optimizer step: windows for NER
-    and SQuAD)."""
+    """Overrides finetune.batch_size for this task (features per optimizer step: windows for NER and SQuAD)."""
     max_seq_length: int | None = num(None, ge=8, le=bounds.MAX_LENGTH)
     """Overrides finetune.max_seq_length for this task (tokens per feature, special tokens
     included: pairs are truncated longest segment first, NER sentences and SQuAD contexts are
@@ -437,8 +439,7 @@ class NerConfig(TaskOverrides):
     tag_column: int = num(-1, ge=-64, le=63)
     """Column of the tag in CoNLL files (0-based; negative counts from the end: -1 = last)."""
     scheme: Literal["auto", "iob1", "iob2", "bioes"] = "auto"
-    """Tag scheme; `auto` tells IOB1 (CoNLL-2003's files), IOB2 and BIOES apart from the
-    training tags."""
+    """Tag scheme; `auto` tells IOB1 (CoNLL-2003's files), IOB2 and BIOES apart from the training tags."""
     invalid_tags: Literal["repair", "error"] = "repair"
     """A tag sequence invalid for its scheme (IOB2: I-X after O): `repair` rewrites it validly
     with the same entities (conlleval's reading) and reports how many were repaired; `error`
@@ -495,8 +496,7 @@ class EmbedConfig(TaskOverrides):
     """Columns of hard negatives, one or more per anchor (--negative-column, repeatable or a
     comma list): they join the in-batch candidates."""
     text_column: str = "text"
-    """Scored pairs: the first text (--text-column); unsupervised: the sentence (a .txt file's
-    lines are `text`)."""
+    """Scored pairs: the first text (--text-column); unsupervised: the sentence (a .txt file's lines are `text`)."""
     text_pair_column: str = "text_pair"
     """Scored pairs: the second text (--text-pair-column)."""
     score_column: str | None = None

@@ -6,17 +6,22 @@ Output (see bertcli/data/__init__.py):
     mlm_positions  LongTensor [N]  flat indices into input_ids.view(-1), ascending
     mlm_labels     LongTensor [N]  original ids there
     pair_labels    LongTensor [B]  when the rows carry pair_label
+    rtd_uniform    DoubleTensor [N] with rtd=True: one uniform per masked position, from the row's
+                   (seed, RTD, epoch, index) stream; the generator's sample there is its inverse CDF
+With rtd=True (train.objective: rtd) masks follow ELECTRA's pretrain_helpers.mask: 85% [MASK],
+15% the original token, no random token, whatever data.mask_replace_prob / random_replace_prob say.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from bertcli.data.masking import MaskSpec, replace, select
-from bertcli.data.rng import DYNAMIC, KeyedRng
+from bertcli.data.rng import DYNAMIC, RTD, KeyedRng
 
 if TYPE_CHECKING:
     from bertcli.config.sections import DataConfig
@@ -24,8 +29,12 @@ if TYPE_CHECKING:
 
 
 class PretrainCollator:
-    def __init__(self, tok: TokenizerInfo, cfg: DataConfig, seed: int, pad_to_multiple_of: int = 8):
+    def __init__(self, tok: TokenizerInfo, cfg: DataConfig, seed: int, pad_to_multiple_of: int = 8,
+                 rtd: bool = False):
         self.spec = MaskSpec.from_config(tok, cfg)
+        self.rtd = rtd
+        if rtd:
+            self.spec = dataclasses.replace(self.spec, mask_prob=0.85, random_prob=0.0)
         self.pad_id = int(tok.pad_id)
         self.dynamic = cfg.masking == "dynamic"
         self.seed = int(seed)
@@ -44,8 +53,15 @@ class PretrainCollator:
             attn[b, :n] = 1
             if "token_type_ids" in r:
                 types[b, :n] = r["token_type_ids"]
+        uniform = None
         if self.dynamic:
             positions, labels = self._mask(rows, ids, lens, T)
+            if self.rtd:
+                counts = np.bincount(positions // T, minlength=B)
+                uniform = np.concatenate([self._rng.seed(self.seed, RTD, r["epoch"], r["index"]).random(k)
+                                          for r, k in zip(rows, counts)])
+        elif self.rtd:
+            raise ValueError("train.objective rtd needs data.masking: dynamic")
         else:
             positions, labels = self._stored(rows, T)
         out = {
@@ -55,6 +71,8 @@ class PretrainCollator:
             "mlm_positions": torch.from_numpy(positions),
             "mlm_labels": torch.from_numpy(labels),
         }
+        if uniform is not None:
+            out["rtd_uniform"] = torch.from_numpy(uniform)
         if "pair_label" in rows[0]:
             out["pair_labels"] = torch.tensor([int(r["pair_label"]) for r in rows], dtype=torch.long)
         return out

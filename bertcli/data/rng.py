@@ -6,6 +6,7 @@ the order in which rows are served:
     pairs and static masks of a document   (seed, PAIRS, split, copy, document index)
     static masks of a packed row            (seed, PACKED, split, copy, row index)
     dynamic masks in the collator           (seed, DYNAMIC, epoch, row index)
+    RTD generator samples (uniforms)        (seed, RTD, epoch, row index)
 
 Seeding a fresh `np.random.default_rng(key)` costs ~30 us (SeedSequence hashing), too much per
 row in a collator. `KeyedRng` instead hashes the key with splitmix64 into a 128-bit PCG64 state
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PAIRS, PACKED, DYNAMIC = 1, 2, 3
+PAIRS, PACKED, DYNAMIC, RTD = 1, 2, 3, 4
 _M64 = (1 << 64) - 1
 
 

@@ -72,6 +72,8 @@ class TrainInputs:
     open_phase: Callable[[Phase], PhaseData] | None = None
     # Continued pretraining: the step-0 validation of the loaded weights, written first to a new metrics.jsonl.
     first_record: dict | None = None
+    # train.objective: rtd: an RTDObjective (bertcli.train.objective) computes the losses; None: MLM.
+    objective: Any = None
 
 
 @dataclass
@@ -141,6 +143,7 @@ class Trainer:
         cfg, d = self.cfg, self.d
         self.device = d.device
         self.pair = inp.recipe.data.objective != "none"
+        self.objective = inp.objective
         # a PreTrainingModel (tests pass stand-ins with the same attributes): its .config is read
         self.model = cast("PreTrainingModel", inp.model.to(self.device))
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.learning_rate, (cfg.beta1, cfg.beta2),
@@ -237,7 +240,8 @@ class Trainer:
              "token_type_ids": torch.zeros(m, length, dtype=torch.long),
              "mlm_positions": (rows + torch.arange(1, k + 1)).reshape(-1),     # [m * k]
              "mlm_labels": torch.randint(0, V, (m * k,), generator=g),
-             "pair_labels": torch.zeros(m, dtype=torch.long)}
+             "pair_labels": torch.zeros(m, dtype=torch.long),
+             "rtd_uniform": torch.rand(m * k, generator=g, dtype=torch.float64)}  # read by train.objective: rtd
         self._losses(self.model, self._to_device(b))                          # the graph is dropped unused
 
     # ------------------------------------------------------------------------- state
@@ -314,6 +318,8 @@ class Trainer:
     # ------------------------------------------------------------------------ losses
     def _losses(self, model, b: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Summed (not averaged) MLM and pair losses of one micro-batch and their correct counts."""
+        if self.objective is not None:   # RTD: the pair slot carries the discriminator's loss
+            return self.objective.losses(model, b, self.autocast)
         with self.autocast():
             out = model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"), b["mlm_positions"])
         # [M', V]: the masked positions' logits and rows up to a bucketed count, whose label -100
@@ -343,6 +349,8 @@ class Trainer:
         all_reduce_sum(self.d, counts)
         g_masked, g_seqs = max(1.0, counts[0].item()), max(1.0, counts[1].item())
         scale_m, scale_s = self.d.world_size / g_masked, self.d.world_size / g_seqs
+        if self.objective is not None:
+            scale_s = self.objective.pair_scale(self.d.world_size, counts[2].item())
         step_sums = torch.zeros(len(SUMS), dtype=torch.float64, device=self.device)
         for i, b in enumerate(batches):
             b = self._to_device(b)
@@ -370,6 +378,10 @@ class Trainer:
         self.tokens += int(counts[2].item())
         return applied, counts[3].item() > 0
 
+    def _summary(self, s: dict, prefix: str = "") -> dict:
+        rec = _summarize(s, self.pair, prefix)
+        return rec if self.objective is None else self.objective.summarize(s, rec, prefix)
+
     # -------------------------------------------------------------------------- eval
     @torch.no_grad()
     def validate(self) -> dict:
@@ -392,7 +404,7 @@ class Trainer:
         self.model.train()
         all_reduce_sum(self.d, sums)
         all_reduce_sum(self.d, counts)
-        rec = _summarize(dict(zip(SUMS, sums.tolist())), self.pair, prefix="val_")
+        rec = self._summary(dict(zip(SUMS, sums.tolist())), prefix="val_")
         # Accuracy of always predicting the most frequent masked token: the floor to beat.
         self.majority = counts.max().item() / max(1.0, counts.sum().item())
         rec["val_mlm_majority_acc"] = self.majority
@@ -554,7 +566,7 @@ class Trainer:
         sums = all_reduce_sum(self.d, self.sums.clone())
         self.sums.zero_()
         s = dict(zip(SUMS, sums.tolist()))
-        rec = {"step": self.step, **_summarize(s, self.pair), "lr": lr, "tokens_per_s": tokens_per_s}
+        rec = {"step": self.step, **self._summary(s), "lr": lr, "tokens_per_s": tokens_per_s}
         if self.phased:  # the phase, and the mean length of the rows it trained on since the last record
             rec["phase"] = self.phase.name
             rec["tokens_per_seq"] = s["tokens"] / s["sequences"] if s["sequences"] else float("nan")

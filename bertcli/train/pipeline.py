@@ -23,9 +23,11 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import torch
 
+from bertcli.config.model import EncoderConfig
 from bertcli.config.phases import Phase, budget_seconds, format_seconds, phase_of, plan
 from bertcli.config.recipe import Recipe
 from bertcli.config.stages import StageResult
@@ -44,6 +46,7 @@ from bertcli.train import continued, distributed, memory, provenance
 from bertcli.train.continued import InitReport, WeightsStart
 from bertcli.train.loop import PhaseData, Trainer, TrainInputs, TrainResult
 from bertcli.train.metrics import read_metrics
+from bertcli.train.objective import RTDObjective, build_rtd, save_rtd
 from bertcli.train.phases import stage_name
 from bertcli.train.precision import check_precision
 from bertcli.train.resume import ResumeState, clear_run
@@ -68,6 +71,10 @@ class PretrainResult:
     stage_seconds: float = 0.0                      # building stages in this run (not training time)
     phases: list[Phase] = field(default_factory=list)   # the plan of a multi-phase run
     init: InitReport | None = None                  # continued pretraining, when the run trained
+
+
+def _rtd(recipe: Recipe) -> bool:
+    return recipe.train.objective == "rtd"
 
 
 # ------------------------------------------------------------------------------- stages
@@ -107,7 +114,7 @@ class RunData:
         self.hashes = provenance.inputs_sha256(tokenizer.path, data.path)
         self.start = PhaseData(PretrainDataset(splits["train"]), PretrainDataset(splits["validation"]),
                                len(splits["train"]), len(splits["validation"]),
-                               PretrainCollator(self.tok, start.recipe.data, start.recipe.seed),
+                               PretrainCollator(self.tok, start.recipe.data, start.recipe.seed, rtd=_rtd(start.recipe)),
                                self.hashes["data_sha256"])
 
     def open_phase(self, ph: Phase) -> PhaseData:
@@ -116,8 +123,9 @@ class RunData:
         self.stages.append(stage)
         _log_stage(stage)
         splits = load_data(stage.path)
+        collate = PretrainCollator(self.tok, ph.recipe.data, ph.recipe.seed, rtd=_rtd(ph.recipe))
         return PhaseData(PretrainDataset(splits["train"]), PretrainDataset(splits["validation"]), len(splits["train"]),
-                         len(splits["validation"]), PretrainCollator(self.tok, ph.recipe.data, ph.recipe.seed),
+                         len(splits["validation"]), collate,
                          provenance.content_sha256(stage.path, ["*.arrow"]))
 
 
@@ -159,6 +167,9 @@ def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -
     torch.manual_seed(recipe.seed)  # the same initial weights in every process and every run
     weights = continued.start_weights(recipe, recipe.out, resuming=state.resuming)
     model = weights.build(data.tok, data.tokenizer_dir)
+    if _rtd(recipe):  # the built model gives the discriminator's config; the generator is sized from it
+        torch.manual_seed(recipe.seed)
+        model = build_rtd(cast(EncoderConfig, model.config), recipe)
     if d.main:
         recipe.out.mkdir(parents=True, exist_ok=True)
         recipe.save(recipe.out)
@@ -205,7 +216,9 @@ def _train(recipe: Recipe, state: ResumeState, model: torch.nn.Module, data: Run
     inputs = TrainInputs(
         recipe=recipe, model=model, train_dataset=data.start.train_dataset, val_dataset=data.start.val_dataset,
         n_train=data.start.n_train, n_val=data.start.n_val, collate=data.start.collate,
-        hf_save=lambda m, directory: save_checkpoint(m, directory, tokenizer_dir=data.tok.path),
+        hf_save=lambda m, directory: (save_rtd if _rtd(recipe) else save_checkpoint)(m, directory,
+                                                                                    tokenizer_dir=data.tok.path),
+        objective=RTDObjective() if _rtd(recipe) else None,
         run_dir=recipe.out, dist=d, resume=state.checkpoint, phases=phases, inputs_sha256=data.hashes,
         open_phase=data.open_phase)
     trainer = Trainer(inputs)

@@ -1,0 +1,76 @@
+"""The training objective behind `train.objective` as the loop sees it: `mlm` is the loop's own
+(no object); `rtd` (ELECTRA) is an `RTDObjective` the loop calls for a micro-batch's losses.
+
+The loop's step loss is  mlm_sum * world / M  +  pair_sum * pair_scale;  for RTD the pair slot
+carries the discriminator's BCE sum and pair_scale = world * RTD_WEIGHT / T_real (T_real: real
+tokens of the global batch), so that the loss is MLM + 50 x RTD with both terms means over the
+global batch, whatever the accumulation and process count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertcli.config.generator import generator_shape
+from bertcli.config.model import EncoderConfig
+from bertcli.model.checkpoint import save_checkpoint
+from bertcli.model.electra import RTD_WEIGHT, RTDModel, RTDOutput, generator_config
+from bertcli.model.heads import PreTrainingModel
+
+
+class RTDObjective:
+    def losses(self, model, b: dict, autocast) -> tuple[torch.Tensor, ...]:
+        """(generator MLM sum, its correct count, discriminator BCE sum, its correct count, mlm labels)."""
+        with autocast():
+            out = model(b["input_ids"], b["attention_mask"], b.get("token_type_ids"), b["mlm_positions"],
+                        b["mlm_labels"], b["rtd_uniform"])
+        assert isinstance(out, RTDOutput)
+        return out.mlm_sum, out.mlm_correct, out.rtd_sum, out.rtd_correct, b["mlm_labels"]
+
+    @staticmethod
+    def summarize(s: dict, rec: dict, prefix: str) -> dict:
+        """The loop's record with the discriminator's figures: rtd_loss (mean BCE per real token),
+        rtd_acc (replaced-or-not accuracy), and loss = mlm_loss + RTD_WEIGHT * rtd_loss."""
+        tokens = s["tokens"]
+        rtd_loss = s["pair_loss"] / tokens if tokens else float("nan")
+        rec[prefix + "rtd_loss"] = rtd_loss
+        rec[prefix + "rtd_acc"] = s["pair_correct"] / tokens if tokens else float("nan")
+        rec[prefix + "loss"] = rec[prefix + "mlm_loss"] + RTD_WEIGHT * rtd_loss
+        return rec
+
+    @staticmethod
+    def pair_scale(world_size: int, global_tokens: float) -> float:
+        return world_size * RTD_WEIGHT / max(1.0, global_tokens)
+
+
+def build_rtd(c: EncoderConfig, recipe) -> RTDModel:
+    """Generator + discriminator for the recipe; the discriminator has the built model's config."""
+    m = recipe.model
+    return RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
+                                                            c.num_attention_heads)))
+
+
+def save_rtd(model: torch.nn.Module, directory: Path, tokenizer_dir: Path) -> list[str]:
+    """The discriminator as the family's pretraining checkpoint in `directory` (what fine-tuning
+    reads: its encoder; the MLM head there is untrained), the generator as the family's MLM
+    checkpoint in `directory/generator`."""
+    rtd: Any = model
+    while not isinstance(rtd, RTDModel):   # inside torch.compile / DDP wrappers
+        rtd = getattr(rtd, "_orig_mod", None) or rtd.module
+    notes = save_checkpoint(_view(rtd.config, rtd.encoder, None), directory, tokenizer_dir=tokenizer_dir)
+    save_checkpoint(_view(rtd.generator_config, rtd.generator, rtd.generator_mlm), Path(directory) / "generator",
+                    tokenizer_dir=tokenizer_dir)
+    return notes
+
+
+def _view(c: EncoderConfig, encoder, mlm) -> PreTrainingModel:
+    """A PreTrainingModel holding `encoder` (and `mlm`, when given) for save_checkpoint's layout."""
+    with torch.random.fork_rng():   # building the view must not move the training's random streams
+        view = PreTrainingModel(c)
+    view.encoder = encoder
+    if mlm is not None:
+        view.mlm = mlm
+    return view

@@ -1,0 +1,75 @@
+"""`bertcli pretrain` with train.objective: rtd, in process: it trains (both losses fall into the
+checkpoint), resumes bit for bit, and writes the discriminator and generator/ as checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+from conftest import ONE_THREAD, run_cli, write_documents
+from helpers.pretrain import model_records, pretrain_cli
+
+from bertcli.model.checkpoint import load_checkpoint, read_weights
+
+RTD = ["--set", "train.objective=rtd", "--set", "data.masking=dynamic", "--set", "data.objective=none"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rtd")
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    docs = [[" ".join(words[(d + s + k) % len(words)] for k in range(6 + s % 3)) + " ." for s in range(5)]
+            for d in range(30)]
+    write_documents(root / "corpus.txt", docs)
+    whole = pretrain_cli(root / "corpus.txt", root / "whole", *RTD)
+    assert whole.rc == 0, whole.output
+    # as if killed after step 2's checkpoint: the later checkpoint and final/ gone
+    shutil.copytree(root / "whole", root / "split")
+    shutil.rmtree(root / "split" / "final")
+    shutil.rmtree(root / "split" / "checkpoints" / "step-0000004")
+    rest = pretrain_cli(root / "corpus.txt", root / "split", *RTD, "--resume", "auto")
+    assert rest.rc == 0, rest.output
+    return root
+
+
+def test_rtd_resume_is_bitwise(runs):
+    a, b = read_weights(runs / "whole" / "final"), read_weights(runs / "split" / "final")
+    assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+    ga, gb = read_weights(runs / "whole" / "final" / "generator"), read_weights(runs / "split" / "final" / "generator")
+    assert all(ga[k].equal(gb[k]) for k in ga)
+    whole = model_records(runs / "whole")
+    assert whole[-1] == model_records(runs / "split")[-1]
+    last = [r for r in whole if "val_rtd_loss" in r][-1]     # the discriminator's figures are logged
+    assert 0 < last["val_rtd_loss"] < 1 and 0.5 < last["val_rtd_acc"] <= 1
+    assert last["val_loss"] == pytest.approx(last["val_mlm_loss"] + 50 * last["val_rtd_loss"])
+
+
+def test_rtd_final_holds_discriminator_and_generator(runs):
+    final = runs / "whole" / "final"
+    disc, _ = load_checkpoint(final, "classification", num_labels=2)
+    gen = load_checkpoint(final / "generator")[0]
+    assert disc.config.hidden_size == 32 and gen.config.hidden_size == 16
+    d, g = read_weights(final), read_weights(final / "generator")
+    word = [k for k in d if k.endswith("word_embeddings.weight")][0]
+    assert d[word].equal(g[word])          # one shared table, written in both
+
+
+def test_finetune_classify_reads_the_rtd_discriminator(runs):
+    """`bertcli finetune classify` of an RTD final/: the discriminator's encoder, not the generator's."""
+    words = "alpha beta gamma delta epsilon zeta".split()
+    with open(runs / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("text", "label"), *((f"{words[i % 6]} {words[(i * 5) % 6]}", "ab"[i % 2])
+                                                       for i in range(24))])
+    out = runs / "tuned"
+    r = run_cli("finetune", "classify", "-c", runs / "whole" / "final", "--train", runs / "train.csv",
+                "--dev", runs / "train.csv", "-o", out, "--set", "finetune.classify.epochs=1",
+                "--set", "finetune.classify.batch_size=8", "--set", "finetune.classify.max_seq_length=16",
+                cwd=runs, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["data"]["train"] == 24 and res["steps"] == 3
+    tuned = read_weights(out)   # the fine-tuned encoder has the discriminator's width (32), not the generator's (16)
+    assert next(v for k, v in tuned.items() if k.endswith("word_embeddings.weight")).shape[1] == 32
+    assert next(v for k, v in tuned.items() if k.endswith("layer.0.output.dense.weight")).shape == (32, 64)
