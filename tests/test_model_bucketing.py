@@ -98,7 +98,7 @@ def test_bucketed_outputs_equal_the_unbucketed_ones_at_real_positions(family):
 
         # the loss and accuracy read the bucketed rows, with the extra ones left out
         model.encoder.unpad, model.sparse_last_layer = True, True
-        fake = SimpleNamespace(autocast=contextlib.nullcontext, pair=False)
+        fake = SimpleNamespace(autocast=contextlib.nullcontext, pair=False, objective=None)   # MLM
         mlm_sum, mlm_correct, _, _, labels = Trainer._losses(fake, model, b)
         assert labels.numel() == M
         want = F.cross_entropy(ref.mlm_logits, b["mlm_labels"], reduction="sum")

@@ -196,3 +196,16 @@ def test_a_users_readme_is_never_replaced(tmp_path):
     assert (tmp_path / "README.md").read_text() == "my card\n"
     write_marker(tmp_path, ["config.json", "README.md"])                # bertcli's own card: replaced
     assert write_card(tmp_path, "new\n") and (tmp_path / "README.md").read_text() == "new\n"
+
+
+@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ('["wandb"]', "not the tracker state")])
+def test_a_damaged_tracker_state_is_one_message_on_resume(tmp_path, text, message):
+    """trackers.json (the tracker run ids a resume continues) read back strictly: bad JSON or
+    another shape is one message naming the file and how to start new tracker runs."""
+    from bertcli.core.errors import UserError
+    from bertcli.train.trackers import STATE, Trackers
+
+    (tmp_path / STATE).write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match=message) as e:
+        Trackers(["tensorboard"], tmp_path, resume_step=3)
+    assert str(tmp_path / STATE) in str(e.value) and "delete" in str(e.value)

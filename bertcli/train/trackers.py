@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import math
 import os
 import threading
@@ -29,9 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bertcli.core import console
+from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_text_atomic
+from bertcli.io.tables import parse_json
 
 NAMES = ("tensorboard", "wandb", "mlflow")
 # the module each tracker imports, and the extra that installs it (pip install 'bertcli[EXTRA]')
@@ -100,7 +100,7 @@ class _TensorBoard:
         self.writer = SummaryWriter(str(run_dir / "tensorboard"),
                                     purge_step=None if resume_step is None else resume_step + 1)
         if resume_step is None:
-            self.writer.add_text("recipe", "```\n" + json.dumps(config, indent=1, default=str) + "\n```", 0)
+            self.writer.add_text("recipe", "```\n" + jsonout.dumps(config, indent=1, default=str) + "\n```", 0)
         return {}
 
     def log(self, values: dict[str, float], step: int) -> None:
@@ -191,7 +191,13 @@ class Trackers:
         self.live: dict[str, Any] = {n: BACKENDS[n]() for n in names} if enabled else {}
         self.state: dict[str, dict] = {}
         if self.live and resume_step is not None and (self.run_dir / STATE).is_file():
-            self.state = json.loads((self.run_dir / STATE).read_text(encoding="utf-8"))
+            path = self.run_dir / STATE
+            state = parse_json(path.read_text(encoding="utf-8"), str(path), fix=f"delete {path} to start new "
+                               "tracker runs (metrics.jsonl keeps every record)")
+            if not isinstance(state, dict) or not all(isinstance(v, dict) for v in state.values()):
+                raise UserError("not the tracker state bertcli writes ({tracker: {run id, last step}})", where=str(path),
+                                fix=f"delete {path} to start new tracker runs (metrics.jsonl keeps every record)")
+            self.state = state
         # the steps the run being resumed already logged, per tracker: not logged twice
         self.logged_to = {n: int(self.state.get(n, {}).get("last_step", -1)) for n in self.live}
 
@@ -201,7 +207,7 @@ class Trackers:
                     "(metrics.jsonl holds every record)")
 
     def _save_state(self) -> None:
-        write_text_atomic(self.run_dir / STATE, json.dumps(self.state, indent=1) + "\n")
+        write_text_atomic(self.run_dir / STATE, jsonout.dumps(self.state, indent=1) + "\n")
 
     def start(self, config: dict) -> None:
         for name, t in list(self.live.items()):
