@@ -210,19 +210,25 @@ def test_prediction_rows_travel_exactly():
     assert isinstance(back[2][0], np.generic)
 
 
-def test_sigterm_on_one_rank_stops_both_at_one_step(jobs, tmp_path):
-    """Two workers (RANK 0 and 1 of 2) of the classify run, 8 steps an epoch; rank 1 is held before
-    step 11 and sent SIGTERM there. Both stop at that step (the stop travels with the step's
-    all-reduce: rank 0, never signalled, would otherwise wait for its peer), both exit 128 + 15,
-    and rank 0 alone writes the kept epoch 1 once, its results.json recording the stop."""
-    argv = jobs["classify"][0]
-    out, port = tmp_path / "out", str(_free_port())
-    procs = []
+def _two_workers_rank1_held_at_step_11(argv, out, tmp_path) -> list:
+    """RANK 0 and 1 of 2 of a classify run into `out`, started as torchrun would start them;
+    rank 1 waits before step 11 (testhooks) for the test to signal it."""
+    port, procs = str(_free_port()), []
     for rank in (0, 1):
         env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}
         procs.append(popen_cli("finetune", *argv, "-o", out, *COMMON, cwd=tmp_path, env=env,
                                pause="finetune-step-11" if rank else None))
+    return procs
+
+
+def test_sigterm_on_one_rank_stops_both_at_one_step(jobs, tmp_path):
+    """Two workers (RANK 0 and 1 of 2) of the classify run, 8 steps an epoch; rank 1 is held before
+    step 11 and sent SIGTERM there. Both stop at that step (the stop travels with the step's
+    all-reduce: rank 0, never signalled, would otherwise wait for its peer), both exit 128 + 15,
+    and rank 0 alone writes the kept epoch 1 once, its results.json recording the stop."""
+    out = tmp_path / "out"
+    procs = _two_workers_rank1_held_at_step_11(jobs["classify"][0], out, tmp_path)
     wait_paused(procs[1])
     procs[1].send_signal(signal.SIGTERM)
     for rank, p in enumerate(procs):
@@ -237,14 +243,8 @@ def test_a_killed_rank_stops_the_other_with_one_message(jobs, tmp_path):
     """Rank 1 is held before step 11 and killed outright (SIGKILL: no handler runs). Rank 0, waiting
     in that step's all-reduce, fails within seconds (gloo sees the socket close; a silent peer
     would take ddp.TIMEOUT_S) with one message, exit 2, no traceback, and writes nothing."""
-    argv = jobs["classify"][0]
-    out, port = tmp_path / "out", str(_free_port())
-    procs = []
-    for rank in (0, 1):
-        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}
-        procs.append(popen_cli("finetune", *argv, "-o", out, *COMMON, cwd=tmp_path, env=env,
-                               pause="finetune-step-11" if rank else None))
+    out = tmp_path / "out"
+    procs = _two_workers_rank1_held_at_step_11(jobs["classify"][0], out, tmp_path)
     wait_paused(procs[1])
     procs[1].kill()
     procs[1].communicate()
