@@ -256,3 +256,24 @@ def test_resume_refuses_data_rebuilt_with_other_content(cli_run, tmp_path):
     assert_user_error(r, "rebuilt since the checkpoint")
     flat = "".join(r.output.split())
     assert f"data:thecheckpointwastrainedonsha256{saved['data_sha256']}" in flat and "tokenizer:the" not in flat
+
+
+@pytest.mark.parametrize("name", ["trackers.json", "metrics.jsonl", "wandb"])
+@pytest.mark.parametrize("mode", [dict(resume=None, force=False), dict(resume=None, force=True),
+                                  dict(resume="auto", force=False)])
+def test_a_run_file_no_bertcli_run_wrote_is_kept_in_every_mode(tmp_path, name, mode):
+    """A file (or folder) with a run file's name but no recipe.yaml beside it is the user's: a run
+    writes recipe.yaml first. prepare_run refuses before any work, --force included, and the
+    file is untouched."""
+    from bertcli.train.resume import prepare_run
+
+    mine = tmp_path / name
+    if name == "wandb":
+        mine.mkdir()
+        (mine / "notes.txt").write_text("mine\n")
+    else:
+        mine.write_text("mine\n")
+    with pytest.raises(UserError, match="but no recipe.yaml") as e:
+        prepare_run(recipe_for(tmp_path), **mode)
+    assert name in str(e.value) and str(tmp_path) in str(e.value)
+    assert (mine / "notes.txt" if name == "wandb" else mine).read_text() == "mine\n"

@@ -99,6 +99,19 @@ def _has_run(run_dir: Path) -> bool:
     return any((run_dir / name).exists() for name in RUN_FILES)
 
 
+def _refuse_foreign_files(run_dir: Path) -> None:
+    """UserError when the run directory holds a run file's name (metrics.jsonl, trackers.json,
+    wandb/, ...) but no recipe.yaml: a run writes recipe.yaml before any of them (pipeline), so
+    those are not a bertcli run's and are neither replaced nor removed, --force included."""
+    if (run_dir / "recipe.yaml").is_file():
+        return
+    foreign = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if foreign:
+        raise UserError(f"the output directory holds {', '.join(foreign)} but no recipe.yaml: not the files of a "
+                        f"bertcli run, so they are neither replaced nor removed", where=str(run_dir),
+                        fix="choose another output directory (--set output_dir=DIR), or move those files away")
+
+
 def _refuse_another_run(run_dir: Path, recipe: Recipe) -> None:
     """UserError when the run directory holds the run of a recipe that differs from this one."""
     if not (run_dir / "recipe.yaml").is_file():
@@ -124,6 +137,7 @@ def prepare_run(recipe: Recipe, resume: str | None, force: bool) -> ckpt_io.Chec
     Raises UserError (before anything is written) for another recipe's run, a damaged or
     foreign checkpoint, or a model changed since the checkpoint."""
     run_dir = recipe.out
+    _refuse_foreign_files(run_dir)
     if resume and force:
         raise UserError("--resume and --force contradict each other",
                         fix="--resume continues the run, --force starts it over: give one")
