@@ -137,7 +137,8 @@ def prepare_run(recipe: Recipe, resume: str | None, force: bool) -> ckpt_io.Chec
     Raises UserError (before anything is written) for another recipe's run, a damaged or
     foreign checkpoint, or a model changed since the checkpoint."""
     run_dir = recipe.out
-    _refuse_foreign_files(run_dir)
+    if resume in (None, "auto"):       # an explicit checkpoint directory is checked as one (ckpt_io.read)
+        _refuse_foreign_files(run_dir)
     if resume and force:
         raise UserError("--resume and --force contradict each other",
                         fix="--resume continues the run, --force starts it over: give one")
