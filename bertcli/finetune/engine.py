@@ -34,7 +34,7 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import use_threads
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import auto_lr, ddp, outcome
+from bertcli.finetune import auto_lr, ddp, outcome, tracking
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
@@ -44,7 +44,6 @@ from bertcli.model.finite import check_trained
 from bertcli.model.heads import init_weights
 from bertcli.tokenization.load import load_tokenizer
 from bertcli.train.loop import StopFlag
-from bertcli.train.metrics import to_json_line
 from bertcli.train.optim import build_optimizer
 from bertcli.train.precision import (
     StepGuard,
@@ -56,7 +55,7 @@ from bertcli.train.precision import (
     resolve_device,
 )
 from bertcli.train.schedule import build_scheduler
-from bertcli.train.trackers import check_report_to, log_finished
+from bertcli.train.trackers import check_report_to
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -367,6 +366,14 @@ def load_model(task: Task, checkpoint: Path, cfg: FinetuneConfig, seed: int,
 
 def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: str = "pretrained",
              teacher: Teacher | None = None) -> dict:
+    """The run (`_run_task`) with its records and trackers (finetune/tracking.py), whose tracker
+    runs end however it ends."""
+    with tracking.RunLog(final) as log:
+        return _run_task(task, recipe, checkpoint, final, init, teacher, log)
+
+
+def _run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: str, teacher: Teacher | None,
+              log: tracking.RunLog) -> dict:
     """Fine-tune, evaluate and predict one task whose splits are read (`task.data`); returns its
     results.json content. `final` is the model directory to write (the runner has checked it).
     `init="random"` re-initializes the encoder (same architecture, same seed): the baseline that
@@ -405,10 +412,13 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
     d = ddp.join(cfg.device) if ddp.world_size() > 1 else None   # after every input check of this rank
     if d is not None:
         device = d.device
+    group = tracking.sweep_group()          # one tracker run per (lr, seed), grouped under its sweep
+    name = f"{group or recipe.name + '-' + task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"
+    log.start(cfg.report_to if d is None or d.main else "none",   # only rank 0 logs
+              {**recipe.to_dict(), "name": name, "group": group, "output_dir": str(final)})
     start = time.monotonic()
-    records: list[dict] = []                        # metrics.jsonl, as pretraining writes it
     with ddp.peers(d):
-        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d, log=records.append)
+        result = fit(model, task, train, devs, cfg, recipe.seed, device, tok.pad_id, teacher, d, log=log)
     seconds = time.monotonic() - start
     check_outputs(model, task, train, devs, tok.pad_id, cfg, device)
     chance = outcome.warn_if_chance(task.name, result.history, baselines(task, devs), hyper.learning_rate, lr.source)
@@ -446,12 +456,7 @@ def run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: st
             **({} if teacher is None else teacher.results(model, tmp, result)),
         }
         write_json(tmp / "results.json", results)
-        (tmp / "metrics.jsonl").write_text("".join(to_json_line(r) for r in records), encoding="utf-8")
-        name = f"{recipe.name}-{task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"   # one run per (lr, seed)
-        if d is None or d.rank == 0:           # the other ranks' folders are scratch: one tracker run per run
-            log_finished(cfg.report_to, tmp, {**recipe.to_dict(), "name": name, "group": f"{recipe.name}-{task.name}",
-                                              "output_dir": str(final)}, records,
-                         {"score": result.best_score, "best_epoch": result.best_epoch})
+        log.close(tmp, {"score": result.best_score, "best_epoch": result.best_epoch})  # metrics.jsonl, trackers
         if cfg.save_model and card_wanted(final):
             (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:

@@ -33,12 +33,14 @@ from bertcli.config.options import SweepArgs, parse_seeds
 from bertcli.config.recipe import Recipe
 from bertcli.core import console
 from bertcli.core.errors import Diverged, UserError
-from bertcli.core.fs import building
+from bertcli.core.fs import building, write_text_atomic
 from bertcli.core.machine import choose_threads
 from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import sweep_summary
+from bertcli.finetune import sweep_summary, tracking
 from bertcli.finetune.classification.submission import write_json
+from bertcli.model.card import CARD, card_wanted, finetune_card
+from bertcli.train.trackers import TRACKER_FILES
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
@@ -145,10 +147,11 @@ def record_diverged(folder: Path, recipe: Recipe, lr: float | None, seed: int, e
 
 
 def is_record(rel: str) -> bool:
-    """Files a run keeps whatever its rank: results, recipe, predictions (GLUE's submission)."""
-    name = rel.rsplit("/", 1)[-1]
-    return (rel in RECORDS or "predictions" in rel or rel.split("/", 1)[0] == "submission"
-            or name in ("null_odds.json", "eval.json"))
+    """Files a run keeps whatever its rank: results, recipe, predictions (GLUE's submission),
+    metrics.jsonl and its tracker runs (one per run: never pruned, never copied to the kept model)."""
+    name, top = rel.rsplit("/", 1)[-1], rel.split("/", 1)[0]
+    return (rel in RECORDS or "predictions" in rel or top == "submission" or top in TRACKER_FILES
+            or rel == "metrics.jsonl" or name in ("null_odds.json", "eval.json"))
 
 
 def model_files(folder: Path) -> list[str]:
@@ -255,7 +258,8 @@ def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe
             start = time.monotonic()
             this = run_recipe(recipe, lr, seed, plan.threads)
             try:
-                results = one_run(this, folder)
+                with tracking.in_sweep(f"{(top or root).name}-{label}", folder):   # its tracker runs' group
+                    results = one_run(this, folder)
             except Diverged as e:
                 results = record_diverged(folder, this, lr, seed, e)
             clock.ran(time.monotonic() - start, results)
@@ -298,11 +302,16 @@ def place(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
-def keep_model(run_folder: Path, dest: Path) -> list[str]:
-    """The kept run's model files into `dest` (the sweep's --out, or a GLUE task's folder)."""
-    files = model_files(run_folder)
+def keep_model(run_folder: Path, dest: Path, entry: dict | None = None, language: list[str] | None = None) -> list[str]:
+    """The kept run's model files into `dest` (the sweep's --out, or a GLUE task's folder), with
+    the sweep's card (`entry`: the task's sweep entry) in place of the run's own."""
+    files = [f for f in model_files(run_folder) if f != CARD]
     for rel in files:
         place(run_folder / rel, dest / rel)
+    results = finished(run_folder)
+    if entry is not None and results is not None and CARD in model_files(run_folder) and card_wanted(dest):
+        write_text_atomic(dest / CARD, finetune_card(results, language, float(results.get("train_seconds") or 0.0),
+                                                     "the kept run's device", sweep=entry))
     return files
 
 
@@ -344,7 +353,7 @@ def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: 
     name = (finished(out / first["dir"]) or {}).get("task", plan.command) if first else plan.command
     summary = header(plan, {name: entry})
     if entry["kept"] is not None:
-        keep_model(out / entry["kept"]["dir"], out)
+        keep_model(out / entry["kept"]["dir"], out, entry, recipe.language)
     write_json(out / "results.json", summary)
     console.summary(f"{name}: {len(plan.seeds)} seeds x {groups} rate(s), x100", sweep_summary.rows(name, entry))
     console.log(f"runs in {out}; the model there is {entry['kept']['dir']}'s" if entry["kept"] else

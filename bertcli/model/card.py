@@ -134,20 +134,57 @@ _HEADS = {"classification": ("text-classification", "Text classification", "Auto
           "pretraining": ("sentence-similarity", "Sentence embeddings", "AutoModel")}
 
 
-def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str) -> str:
+def _sweep_parts(sweep: dict) -> tuple[list[tuple[str, str, float]], str, str, dict]:
+    """A swept model's (model-index metrics: the chosen rate's dev means over its seeds, the
+    evaluation table with mean ± sd, the section on the rate rule, front-matter record)."""
+    key = sweep["chosen_key"]
+    group = sweep["by_lr"][key]
+    stats = [(split, m, s) for split, values in group["dev"].items() for m, s in values.items() if s["n"]]
+    metrics = [(m, f"{split} {m} (mean of {s['n']} seeds)", s["mean"]) for split, m, s in stats]
+    kept = sweep["kept"] or {}
+    table = ("| metric | mean ± sd over seeds | seeds | min-max |\n|---|---|---|---|\n"
+             + "".join(f"| {split} {m} | {s['mean']:.4f} ± {'-' if s['sd'] is None else format(s['sd'], '.4f')} "
+                       f"| {s['n']} | {s['min']:.4f}-{s['max']:.4f} |\n" for split, m, s in stats)) if stats else _table([])
+    rates = "".join(f"| {k} | {g['n']} | {'-' if g['selection_median'] is None else format(g['selection_median'], '.4f')} "
+                    f"| {g['failed']['diverged']} diverged, {g['failed']['chance']} at chance |"
+                    f"{' chosen' if k == key else ''}\n" for k, g in sweep["by_lr"].items())
+    section = f"""
+## How the learning rate was chosen
+
+Learning rate {sweep["chosen_lr"]:g} was chosen from {len(sweep["by_lr"])} rate(s), by the rule: {sweep["rule"]}.
+Its seeds' figures are the evaluation above; the weights here are its best dev run (`{kept.get("dir")}`, seed
+{kept.get("seed")}). Dev figures are selected on dev (best epoch x best rate): expect a little less on new data.
+
+| learning rate | runs | median dev {sweep["score"]} | failed |
+|---|---|---|---|
+{rates}"""
+    record = {"statistic": "mean over seeds", "seeds": sorted({r["seed"] for r in sweep["runs"]}),
+              "learning_rates": sweep["learning_rates"], "chosen_lr": sweep["chosen_lr"], "rule": sweep["rule"],
+              "kept": {"lr": kept.get("lr"), "seed": kept.get("seed"), "dir": kept.get("dir")}}
+    return metrics, table, section, record
+
+
+def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str,
+                  sweep: dict | None = None) -> str:
     """A fine-tuned (or distilled, or embedding) model directory's card, from its results.json
-    content: the dev figures of the kept epoch are its evaluation results."""
+    content: the dev figures of the kept epoch are its evaluation results. `sweep` (a swept
+    model: the task's entry of the sweep's results.json, sweep_summary.task_entry): the chosen
+    rate's mean ± sd over seeds are, and the card says how the rate was chosen."""
     head, task = results["head"], results["task"]
     pipeline, task_name, cls = _HEADS.get(head, _HEADS["classification"])
     base = hub_id(results.get("checkpoint"))
     source = str((results.get("data") or {}).get("source") or task)
     metrics = [(k, f"{split} {k}", v) for split, values in (results.get("dev") or {}).items()
                for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    table, section, record = _table(metrics), "", None
+    if sweep is not None and sweep.get("chosen_key") is not None:
+        metrics, table, section, record = _sweep_parts(sweep)
     meta = {"library_name": "sentence-transformers" if head == "pretraining" else "transformers",
             "tags": ["bertcli", task, *(["distillation"] if "teacher" in results else [])],
             "language": language, "pipeline_tag": pipeline, "base_model": base,
             "datasets": [source] if hub_id(source) else [],
-            "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics)}
+            "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics),
+            "bertcli_sweep": record}
     hp = results.get("hyperparameters") or {}
     if head == "pretraining":
         use = ('from sentence_transformers import SentenceTransformer\n\n'
@@ -172,7 +209,7 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
 
 ## Evaluation (dev)
 
-{_table(metrics)}
+{table}{section}
 ## How to use
 
 ```python
@@ -181,7 +218,7 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
 
 ## Limits
 
-Its scores are on the dev data named above, of one seed; on other text it may do worse, and it
-carries the biases of its pretraining corpus and of its training data.
+Its scores are on the dev data named above, {"over the seeds of a sweep" if record else "of one seed"};
+on other text it may do worse, and it carries the biases of its pretraining corpus and of its training data.
 """
     return _front(meta) + body

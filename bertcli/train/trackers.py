@@ -255,15 +255,3 @@ class Trackers:
                 self._drop(name, "finish", e)
         self.live.clear()
 
-
-def log_finished(names: Sequence[str] | str, run_dir: Path, config: dict, records: list[dict], summary: dict) -> None:
-    """A finished run's records, sent at once (a fine-tuning run: its model folder is built after
-    training, so its tracker files are written there when it ends)."""
-    trackers = Trackers(report_names(names), run_dir)
-    if not trackers.live:
-        return
-    trackers.start(config)
-    for r in records:
-        trackers.log(r, r["step"])
-    trackers.summary(summary)
-    trackers.finish()

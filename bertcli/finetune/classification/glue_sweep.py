@@ -98,7 +98,7 @@ def sweep_glue(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, f
     figures = glue_figures(entries)
     summary = sweeps.header(plan, entries)
     summary["sweep"]["glue"] = figures
-    figures["submission"] = keep(out, entries)
+    figures["submission"] = keep(out, entries, recipe.language)
     write_json(out / "results.json", summary)
     console.summary(table_title(plan), table_rows(entries, figures))
     console.log(f"runs in {out}; each task's kept model in {out}/<task>; submission files in {out / 'submission'} "
@@ -113,7 +113,7 @@ def task_entry(records: list[dict], plan: sweeps.Plan, from_mnli: bool) -> dict:
     return entry
 
 
-def keep(out: Path, entries: dict[str, dict]) -> dict[str, str]:
+def keep(out: Path, entries: dict[str, dict], language: list[str] | None = None) -> dict[str, str]:
     """Each task's kept run: its model and results.json into out/<task>/, its test predictions
     into out/submission/. Returns task -> the run whose predictions are there."""
     chosen: dict[str, str] = {}
@@ -122,7 +122,7 @@ def keep(out: Path, entries: dict[str, dict]) -> dict[str, str]:
             continue
         rel = entry["kept"]["dir"]
         run = out / name / rel
-        sweeps.keep_model(run, out / name)
+        sweeps.keep_model(run, out / name, entry, language)
         sweeps.place(run / "results.json", out / name / "results.json")
         source = out / "submissions" / name / rel
         for f in sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []:
