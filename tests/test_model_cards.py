@@ -77,5 +77,6 @@ def test_a_finetuned_model_has_a_card_that_matches_results_json(tmp_path):
             config.update({i.key: json.loads(i.value_json) for i in rec.run.config.update})
     assert losses == {x["step"]: x["loss"] for x in steps}
     assert config["finetune"]["report_to"] == ["wandb"] and config["output_dir"] == str(card_path.parent)
-    assert config["group"].endswith(f"-{results['task']}")             # one group per task, one run per (lr, seed)
-    assert config["name"] == f"{config['group']}-lr{results['hyperparameters']['learning_rate']:g}-seed{results['seed']}"
+    assert config["group"] is None                                      # a single run: no sweep to group under
+    assert config["name"].endswith(f"-{results['task']}-lr{results['hyperparameters']['learning_rate']:g}"
+                                   f"-seed{results['seed']}")
