@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_user_error, run_cli, shared_once
 from distill_fixtures import keyword_task, texts, write_csv
+from helpers.cards import check_card
 
 TUNE = ("--set", "finetune.learning_rate=1e-3", "--set", "finetune.max_seq_length=16")
 HARD_ONLY = ("--set", "finetune.distill.soft_weight=0", "--set", "finetune.distill.hard_weight=1")
@@ -96,6 +97,8 @@ def test_layer_student_is_an_ordinary_fine_tuned_model(keyword, tmp_path):
     assert d["student"]["layers"] == 1 and d["student"]["teacher_layers"] == [2] and d["teacher"]["layers"] == 2
     assert d["teacher"]["parameters"] > d["student"]["parameters"]
     assert accuracy(res) >= d["teacher"]["dev"]["dev"]["accuracy"] - 0.06
+    meta = check_card(tmp_path / "s1", "text-classification", "AutoModelForSequenceClassification")  # README.md
+    assert "distillation" in meta["tags"] and "base_model" not in meta   # the teacher is a local path: named in the body
     # an ordinary model directory: transformers reads it, and predict agrees with it
     model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "s1").eval()
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "s1")

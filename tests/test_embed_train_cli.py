@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from embed_train_synth import Concepts, sts_rows, vocab_words, write_jsonl
+from helpers.cards import check_card
 
 TINY = ("--set", "finetune.learning_rate=1e-3", "--set", "finetune.max_seq_length=32")
 
@@ -43,6 +44,8 @@ def test_pairs_train_a_retrieval_model_raw_features_cannot_match(pretrained_tiny
     assert best["score"] == max(h["score"] for h in res["history"]) == res["dev"]["dev"]["ndcg@10"]
     modules = json.loads((out / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling"]
+    meta = check_card(out, "sentence-similarity", 'SentenceTransformer("path/to/this/directory")')   # README.md
+    assert meta["library_name"] == "sentence-transformers"
 
     raw = _evaluate(pretrained_tiny, "--beir", test)["retrieval"]["ndcg@10"]
     trained = _evaluate(out, "--beir", test)["retrieval"]["ndcg@10"]

@@ -9,6 +9,7 @@ import random
 import pytest
 from conftest import ONE_THREAD, assert_user_error, run_cli
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
+from helpers.cards import check_card
 
 
 def _data(root, rng, n_train=480, n_dev=120, adjacent=0.0):
@@ -36,6 +37,7 @@ def test_ner_learns_and_saves_a_transformers_tagger(tmp_path):
     dev = res["dev"]["dev"]
     assert dev["f1"] >= 0.9 and dev["accuracy"] >= 0.95, res["history"]
     assert {"PER/f1", "LOC/f1", "ORG/f1"} <= set(dev) and res["scheme"] == "iob1"
+    check_card(out, "token-classification", "AutoModelForTokenClassification")     # its README.md: results.json's
 
     # Predictions in CoNLL layout: token gold predicted, every word of every sentence once.
     blocks = (out / "dev_predictions.txt").read_text().strip("\n").split("\n\n")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import ONE_THREAD, run_cli
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
+from helpers.cards import check_card
 
 N, BATCH = 12, 4          # training examples kept, batch: 3 steps in one epoch without windows
 COMMON = ["--set", f"finetune.max_train_examples={N}", "--set", "finetune.save_model=false"]
@@ -92,7 +93,7 @@ def test_squad_trains_on_the_first_n_questions(tmp_path):
     ckpt = squad_checkpoint(tmp_path / "ckpt", texts)
     out = tmp_path / "out"
     sets = ["max_seq_length=64", "doc_stride=32", "max_query_length=16", f"batch_size={BATCH}", "epochs=1"]
-    r = run_cli("finetune", "squad", "-c", ckpt, "-d", data, "-o", out, *COMMON,
+    r = run_cli("finetune", "squad", "-c", ckpt, "-d", data, "-o", out, *COMMON, "--set", "finetune.save_model=true",
                 *[a for s in sets for a in ("--set", f"finetune.squad.{s}")], cwd=tmp_path, env=ONE_THREAD)
     assert r.rc == 0, r.output
     res = _results(out)
@@ -100,6 +101,7 @@ def test_squad_trains_on_the_first_n_questions(tmp_path):
     assert res["data"]["train"] == N and res["data"]["dev_dev"] == dev_questions > N
     windows = res["windows"]["train"]
     assert windows > N and res["steps"] == math.ceil(windows / BATCH)     # the N questions' windows only
+    check_card(out, "question-answering", "AutoModelForQuestionAnswering")    # the saved model's README.md
 
 
 def test_every_split_type_is_cut_alike():

@@ -39,7 +39,8 @@ ENV = {**ONE_THREAD, "MLFLOW_TRACKING_URI": "", "MLFLOW_ALLOW_FILE_STORE": "true
 
 def _sweep(root: Path, *extra: str):
     return run_cli("finetune", "classify", "-c", root / "ckpt", "--train", root / "train.csv", "--dev",
-                   root / "dev.csv", "-o", root / "out", "--epochs", "2", "--max-seq-length", "16", "--batch-size", "8", "--lr", "0.01",
+                   root / "dev.csv", "-o", root / "out", "--epochs", "2", "--max-seq-length", "16", "--batch-size", "8",
+                   "--lr", "0.01",
                    "--set", "finetune.dropout=0", "--set", "finetune.report_to=[tensorboard,mlflow]",
                    "--set", "language=[en]", "--seeds", "2", *extra, cwd=root, env=ENV)
 

@@ -143,7 +143,7 @@ def _ddp_worker(rank, world, port, tmp_path, queue):
     torch.set_num_threads(1)
     d = init("cpu")
     try:
-        trainer, _, m = run(tmp_path, dist=d, dropout=0.0, name="ddp")
+        trainer, _, m = run(tmp_path, "train.report_to=[tensorboard]", dist=d, dropout=0.0, name="ddp")
         queue.put((rank, m, [p.detach().tolist() for p in trainer.model.parameters()]))
     finally:
         shutdown()
@@ -184,3 +184,10 @@ def test_two_process_gloo_ddp_matches_one_process(tmp_path):
     for p, q in zip(single.model.parameters(), weights):
         torch.testing.assert_close(p.detach(), torch.tensor(q), rtol=1e-4, atol=1e-5)
     assert weights == got[1][1]                             # ranks hold identical weights
+    # train.report_to: only rank 0 logs (both ranks share the run directory): one event file, each step once
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [events] = list((tmp_path / "ddp" / "tensorboard").glob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(events))
+    acc.Reload()
+    assert [(e.step, round(e.value, 5)) for e in acc.Scalars("train/loss")] == [(r["step"], round(r["loss"], 5)) for r in m2]

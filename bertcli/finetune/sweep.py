@@ -311,7 +311,7 @@ def keep_model(run_folder: Path, dest: Path, entry: dict | None = None, language
     results = finished(run_folder)
     if entry is not None and results is not None and CARD in model_files(run_folder) and card_wanted(dest):
         write_text_atomic(dest / CARD, finetune_card(results, language, float(results.get("train_seconds") or 0.0),
-                                                     "the kept run's device", sweep=entry))
+                                                     None, sweep=entry))
     return files
 
 

@@ -145,9 +145,10 @@ def _sweep_parts(sweep: dict) -> tuple[list[tuple[str, str, float]], str, str, d
     table = ("| metric | mean ± sd over seeds | seeds | min-max |\n|---|---|---|---|\n"
              + "".join(f"| {split} {m} | {s['mean']:.4f} ± {'-' if s['sd'] is None else format(s['sd'], '.4f')} "
                        f"| {s['n']} | {s['min']:.4f}-{s['max']:.4f} |\n" for split, m, s in stats)) if stats else _table([])
-    rates = "".join(f"| {k} | {g['n']} | {'-' if g['selection_median'] is None else format(g['selection_median'], '.4f')} "
-                    f"| {g['failed']['diverged']} diverged, {g['failed']['chance']} at chance |"
-                    f"{' chosen' if k == key else ''}\n" for k, g in sweep["by_lr"].items())
+    rates = "".join(f"| {k}{' (chosen)' if k == key else ''} | {g['n']} | "
+                    f"{'-' if g['selection_median'] is None else format(g['selection_median'], '.4f')} "
+                    f"| {g['failed']['diverged']} diverged, {g['failed']['chance']} at chance |\n"
+                    for k, g in sweep["by_lr"].items())
     section = f"""
 ## How the learning rate was chosen
 
@@ -164,7 +165,7 @@ Its seeds' figures are the evaluation above; the weights here are its best dev r
     return metrics, table, section, record
 
 
-def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str,
+def finetune_card(results: dict, language: list[str] | None, seconds: float, device: str | None,
                   sweep: dict | None = None) -> str:
     """A fine-tuned (or distilled, or embedding) model directory's card, from its results.json
     content: the dev figures of the kept epoch are its evaluation results. `sweep` (a swept
@@ -180,12 +181,15 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
     if sweep is not None and sweep.get("chosen_key") is not None:
         metrics, table, section, record = _sweep_parts(sweep)
     meta = {"library_name": "sentence-transformers" if head == "pretraining" else "transformers",
-            "tags": ["bertcli", task, *(["distillation"] if "teacher" in results else [])],
+            "tags": ["bertcli", task, *(["distillation"] if "distill" in results else [])],
             "language": language, "pipeline_tag": pipeline, "base_model": base,
             "datasets": [source] if hub_id(source) else [],
             "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics),
             "bertcli_sweep": record}
     hp = results.get("hyperparameters") or {}
+    # distillation: the checkpoint is the teacher (base_model), the model a smaller student of it
+    made = (f"A student distilled from the teacher `{results.get('checkpoint')}`" if "distill" in results
+            else f"`{results.get('checkpoint')}` fine-tuned")
     if head == "pretraining":
         use = ('from sentence_transformers import SentenceTransformer\n\n'
                'model = SentenceTransformer("path/to/this/directory")\n'
@@ -197,7 +201,7 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
     body = f"""
 # {task}
 
-`{results.get("checkpoint")}` fine-tuned for {task_name.lower()} ({task}) by bertcli {__version__}.
+{made} for {task_name.lower()} ({task}) by bertcli {__version__}.
 
 ## How it was made
 
@@ -205,7 +209,8 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
 - {results.get("steps", "?")} steps; kept epoch {results.get("best_epoch")} by its dev score {results.get("score")}
 - learning rate {hp.get("learning_rate")}, batch {hp.get("batch_size")}, {hp.get("max_seq_length")} tokens
 - seed {results.get("seed")}
-- {seconds / 60:.1f} min of training on {device}; every figure is in `results.json` beside this card
+- {seconds / 60:.1f} min of training {f"on {device}" if device else "(the kept run)"}; every figure is in `results.json`
+  beside this card
 
 ## Evaluation (dev)
 
