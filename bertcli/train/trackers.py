@@ -38,6 +38,7 @@ NAMES = ("tensorboard", "wandb", "mlflow")
 MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 TRACKER_FILES = ("tensorboard", "wandb", "mlruns", "trackers.json")
 STATE = "trackers.json"
+GROUP_TAG = "bertcli.group"   # the MLflow tag of a run's group (a sweep: finetune/tracking.py)
 BOUND_S = 120.0   # tracker start and finish (wandb's service, a remote MLflow server) wait at most this
 
 
@@ -157,7 +158,7 @@ class _Mlflow:
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
         run = self.client.create_run(exp_id, run_name=config.get("name"),
                                      tags={"bertcli.output_dir": str(config.get("output_dir")),
-                                           **({"bertcli.group": str(config["group"])} if config.get("group") else {})})
+                                           **({GROUP_TAG: str(config["group"])} if config.get("group") else {})})
         self.run_id = run.info.run_id
         params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):          # log_batch takes at most 100 params
