@@ -577,7 +577,7 @@ class FinetuneConfig:
     the later epoch when its training loss is lower) or `last` (as transformers' Trainer without
     load_best_model_at_end)."""
     report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
-    """As train.report_to, one tracker run per (lr, seed) logged into its model folder when it ends."""
+    """As train.report_to, live: one tracker run per (lr, seed), grouped under its sweep, files in its model folder."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"
