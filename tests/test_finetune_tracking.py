@@ -2,8 +2,8 @@
 run trains (read back from MLflow's live store at each dev evaluation), one tracker run per
 (lr, seed) grouped under the sweep, an interrupted run of a `--resume`d sweep continues its
 tracker runs without logging a step twice; the kept model's card shows the mean ± sd over
-seeds and the rate rule, read back with huggingface_hub. Also: a hanging tracker costs a
-bounded wait (trackers.BOUND_S)."""
+seeds and the rate rule, read back with huggingface_hub. A hanging tracker costs a bounded
+wait (trackers.BOUND_S): in the sweep (a stand-in whose finish never returns) and alone."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _sweep(root: Path, *extra: str):
     return run_cli("finetune", "classify", "-c", root / "ckpt", "--train", root / "train.csv", "--dev",
                    root / "dev.csv", "-o", root / "out", "--epochs", "2", "--max-seq-length", "16", "--batch-size", "8",
                    "--lr", "0.01",
-                   "--set", "finetune.dropout=0", "--set", "finetune.report_to=[tensorboard,mlflow]",
+                   "--set", "finetune.dropout=0", "--set", "finetune.report_to=[tensorboard,mlflow,wandb]",
                    "--set", "language=[en]", "--seeds", "2", *extra, cwd=root, env=ENV)
 
 
@@ -62,8 +62,10 @@ def _runs(store: Path) -> list:
 def swept(tmp_path_factory):
     """A 2-seed classify sweep (2 epochs of 8 steps) with TensorBoard and MLflow: SIGTERM at
     step 9 of its first run (epoch 1 kept: results.json says interrupted, the sweep stops), then
-    `--resume`. At every dev evaluation the live MLflow store's loss steps are read back."""
+    `--resume`. At every dev evaluation the live MLflow store's loss steps are read back. The
+    third tracker is a stand-in for W&B whose finish never returns (bound 0.3 s here)."""
     from bertcli.finetune import engine, tracking
+    from bertcli.train import trackers
 
     root = tmp_path_factory.mktemp("tracked_sweep")
     import random
@@ -93,6 +95,20 @@ def swept(tmp_path_factory):
             kill["at"] = None
             os.kill(os.getpid(), signal.SIGTERM)           # as a scheduler stops a job: the step ends, epoch 1 is kept
 
+    release = threading.Event()
+
+    class FinishHangs:
+        def start(self, *a):
+            return {"id": "stand-in"}
+
+        def log(self, values, step):
+            pass
+
+        def finish(self):
+            release.wait(30)
+
+    mp.setattr(trackers, "BOUND_S", 0.3)
+    mp.setitem(trackers.BACKENDS, "wandb", FinishHangs)
     mp.setattr(engine, "evaluate_devs", spy_eval)
     mp.setattr(tracking.RunLog, "__call__", killing_log)
     try:
@@ -100,7 +116,10 @@ def swept(tmp_path_factory):
         ids = json.loads((root / "out" / "seed-42" / "trackers.json").read_text())
         second = _sweep(root, "--resume")
     finally:
+        release.set()
         mp.undo()
+    # each of the 3 runs (the interrupted one included) waited 0.3 s for the hung finish, warned once, and ended
+    assert (first.output + second.output).count("wandb finish failed (TimeoutError") == 3
     assert first.rc == 128 + signal.SIGTERM, first.output
     assert second.rc == 0, second.output
     return root / "out", ids, seen
