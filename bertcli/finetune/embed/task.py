@@ -128,6 +128,11 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         return outputs                                 # forward(train=True) computed it
 
+    @property
+    def whole_batch_loss(self) -> bool:
+        """Under torchrun, finetune.embed.gather: the loss of the global batch (embed/gather.py)."""
+        return self.block.gather
+
     def collect(self, outputs, batch: dict):
         return outputs.float().cpu().numpy()           # [B, H]
 
