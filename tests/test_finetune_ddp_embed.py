@@ -57,10 +57,10 @@ def _embed_data(root: Path, rng: random.Random) -> tuple[dict, list[str]]:
         rows = []
         for _ in range(n):
             a = rng.choices(fill, k=5)
-            b, k = list(a), rng.randint(0, 5)
+            b, k = list(a), rng.randint(1, 5)          # never the same text twice: its cosine 1 would tie by rounding
             for i in rng.sample(range(5), k):
-                b[i] = rng.choice(fill)
-            rows.append({"text": " ".join(a), "text_pair": " ".join(b), "score": (5 - k) / 5 * 5})
+                b[i] = rng.choice([w for w in fill if w != a[i]])
+            rows.append({"text": " ".join(a), "text_pair": " ".join(b), "score": float(5 - k)})
         return rows
 
     files = {"pairs13": _jsonl(root / "pairs13.jsonl", [pair(rng.randrange(10)) for _ in range(13)]),
