@@ -6,6 +6,9 @@ from one process, in one place. The process group itself is pretraining's (train
     it must divide by the world size (checked on every rank before the group is joined).
     Each rank's loss is its shard's sum over labelled units divided by the all-reduced global
     count (Task.loss_units), and the gradients are summed over ranks: the one-process mean.
+    A task whose loss spans the global batch (Task.whole_batch_loss: embed's in-batch negatives,
+    embed/gather.py) computes the one-process loss on every rank instead; distillation weights
+    its soft and hard terms by their own global counts (distill/teacher.py).
     Dev/test batches are dealt out round-robin and the predictions gathered as JSON (arrays as
     raw bytes: exact, no pickle), so every rank decodes and scores the same full list and picks
     the same epoch. Only rank 0 writes (output_dir); the others build into a scratch folder that
