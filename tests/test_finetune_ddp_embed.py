@@ -188,3 +188,20 @@ def test_two_processes_equal_one(jobs, case):
     for k in w1:
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-4, msg=lambda m, k=k: f"{case} {k}: {m}")
     assert sorted(p.name for p in two.parent.glob(f"{two.name}*")) == [two.name]
+
+
+def test_distill_intermediate_losses_are_refused_under_torchrun(tmp_path):
+    """The hidden-state and attention losses (means over each layer's own rows) are refused before
+    the process group is joined, naming the keys to set; alone, or with soft + hard only, nothing."""
+    import dataclasses
+
+    from bertcli.config.sections import DistillConfig
+    from bertcli.core.errors import UserError
+    from bertcli.finetune.distill.teacher import Teacher
+
+    Teacher(tmp_path, DistillConfig()).check_distributed(2)
+    deep = Teacher(tmp_path, dataclasses.replace(DistillConfig(), hidden_weight=1.0))
+    deep.check_distributed(1)
+    with pytest.raises(UserError, match="hidden_weight and attention_weight do not run under torchrun") as e:
+        deep.check_distributed(2)
+    assert "set both to 0" in e.value.fix
