@@ -36,12 +36,12 @@ from bertcli.finetune.distill.heads import HEAD_COMMANDS
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
+from bertcli.train.distributed import Dist, all_reduce_sum
 
 if TYPE_CHECKING:
     from bertcli.config.sections import DistillConfig, FinetuneConfig
     from bertcli.finetune.engine import FitResult
     from bertcli.finetune.task import Features, Task
-    from bertcli.train.distributed import Dist
 
 HEAD_PARAMS = {"classification": "classifier", "token": "classifier", "qa": "qa_outputs"}
 
@@ -190,7 +190,6 @@ class Teacher:
                 assert rows.shape[-1] == width, f"teacher rows {tuple(rows.shape)} vs {width} labels"
                 cache[keys] = rows
         if d is not None:
-            from bertcli.train.distributed import all_reduce_sum
             all_reduce_sum(d, cache)
         return cache
 
@@ -330,7 +329,6 @@ def everywhere(d: Dist | None, flag: bool) -> bool:
     """`flag` on every rank (alone: `flag`): the ranks take the same branch (an all-reduce)."""
     if d is None or not d.enabled:
         return flag
-    from bertcli.train.distributed import all_reduce_sum
     return int(all_reduce_sum(d, torch.tensor([float(flag)], device=d.device)).item()) == d.world_size
 
 
