@@ -10,7 +10,8 @@ Tiny L1-2 H32 models, a few steps each:
                still joins the gather; nothing is padded or repeated); dev: scored pairs (Spearman)
     cached     GradCache (--mini-batch-size 3 < each shard's 9 texts), a hard-negative column; 15
                examples in batches of 6: the last batch of 3 splits 2 / 1; dev: a BEIR folder
-    cosent     scored pairs (CoSENT over the gathered global batch); 11 in batches of 4 (3 -> 2 / 1)
+    cosent     scored pairs (CoSENT over the gathered global batch); 11 in batches of 4 (3 -> 2 / 1);
+               no dev set (the last epoch is kept; the finiteness check embeds the training texts)
     distill    classify, soft + hard loss, --unlabelled rows (the hard loss's own count), the
                teacher's logits computed once, sharded and gathered: the kept cache is byte-identical
 """
@@ -128,7 +129,7 @@ def jobs(tmp_path_factory):
         "cached": ["finetune", "embed", "-c", ckpt, "--train", files["pairs15"], "--dev", files["beir"],
                    "--negative-column", "negative", "--mini-batch-size", "3",
                    "--set", "finetune.embed.batch_size=6", *EMBED],
-        "cosent": ["finetune", "embed", "-c", ckpt, "--train", files["scored"], "--dev", files["sts"],
+        "cosent": ["finetune", "embed", "-c", ckpt, "--train", files["scored"],
                    "--score-column", "score", "--set", "finetune.embed.batch_size=4", *EMBED],
         "distill": ["distill", "-c", root / "teacher", "--teacher-task", "classify", "--train", dfiles["train"],
                     "--dev", dfiles["dev"], "--unlabelled", dfiles["unlabelled"], "--student-layers", "1",

@@ -166,7 +166,7 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
     """Before saving: the trained model's outputs on a held-back batch (the first of the first
     non-empty dev split; the first training batch when there is none) are finite, else the run
     diverged (errors.Diverged naming the learning rate) and nothing is presented as a result."""
-    data = next((feats for _, feats in devs.values() if len(feats)), train)
+    data = next((feats for _, feats in devs.values() if len(feats)), task.check_features(train))
     if not len(data):
         return
     was_training = model.training
