@@ -292,11 +292,13 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
 
     inputs = [checkpoint, train, dev, test, data_dir, unlabelled]
     if sweep is not None and sweep.wanted:
+        ddp.check_sweep()
         make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding, **columns)
         plan = sweeps.make_plan("distill", Path(checkpoint), r, sweep, dest)
         with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs):
             return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, force and not sweep.resume)
-    with writing(dest, force, inputs):
+    # under torchrun only rank 0 checks, locks and marks `dest`, as for finetune
+    with writing(dest, force, inputs) if ddp.writes() else contextlib.nullcontext(dest):
         return one_run(r, dest)
 
 

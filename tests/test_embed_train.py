@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from helpers.models import tiny_section
 
 from bertcli.finetune.embed import gradcache
-from bertcli.finetune.embed.gather import gather
+from bertcli.finetune.embed.gather import Shards
 from bertcli.finetune.embed.loss import cosent_loss, matryoshka, ranking_loss
 from bertcli.model import build_model
 from bertcli.model.pooling import pool
@@ -127,8 +127,10 @@ def test_matryoshka_sums_the_truncated_losses():
 
 def test_gather_single_process_is_the_identity_with_its_graph():
     x = torch.randn(3, 4, requires_grad=True)
-    y = gather(x)
-    assert y is x
+    shards = Shards(3, x.device)
+    assert shards.sizes == [3] and shards.total == 3
+    y = shards.whole(x, rows=1)
+    assert y is x and shards.parts(x) == [x]
     (y * 2).sum().backward()
     assert torch.equal(x.grad, torch.full((3, 4), 2.0))
 

@@ -528,7 +528,8 @@ class EmbedConfig(TaskOverrides):
     normalize: bool = False
     """L2-normalize the vectors (a 2_Normalize module in the output): dot product = cosine."""
     gather: bool = True
-    """Under DDP, candidates (positives, negatives) come from every process's batch."""
+    """Under torchrun: the loss spans the global batch (every process's embeddings gathered; the
+    one-process loss and gradient). false: each process's negatives are its own share only."""
 
 
 @dataclass

@@ -6,6 +6,9 @@ from one process, in one place. The process group itself is pretraining's (train
     it must divide by the world size (checked on every rank before the group is joined).
     Each rank's loss is its shard's sum over labelled units divided by the all-reduced global
     count (Task.loss_units), and the gradients are summed over ranks: the one-process mean.
+    A task whose loss spans the global batch (Task.whole_batch_loss: embed's in-batch negatives,
+    embed/gather.py) computes the one-process loss on every rank instead; distillation weights
+    its soft and hard terms by their own global counts (distill/teacher.py).
     Dev/test batches are dealt out round-robin and the predictions gathered as JSON (arrays as
     raw bytes: exact, no pickle), so every rank decodes and scores the same full list and picks
     the same epoch. Only rank 0 writes (output_dir); the others build into a scratch folder that
@@ -53,13 +56,11 @@ def writes() -> bool:
 
 
 def check(batch_size: int, what: str) -> None:
-    """Before the process group is joined, on every rank: what this engine cannot do under torchrun."""
+    """Before the process group is joined, on every rank: what this engine cannot do under torchrun
+    (`what`: the command)."""
     n = world_size()
     if n <= 1:
         return
-    if what in ("embed", "distill"):
-        raise UserError(f"{what} does not run under torchrun yet (WORLD_SIZE={n})",
-                        fix="run it as one process (without torchrun)")
     if batch_size % n:
         raise UserError(f"finetune.batch_size {batch_size} (the global batch) does not divide by the {n} processes "
                         f"torchrun started", fix=f"give --batch-size a multiple of {n}, or another --nproc_per_node")
@@ -85,13 +86,13 @@ def shard(index: np.ndarray, d: Dist) -> np.ndarray:
     return np.array_split(index, d.world_size)[d.rank] if d.enabled else index
 
 
-def sync_step(d: Dist, units: int, stopped: bool, device: torch.device) -> tuple[int, bool]:
-    """(global labelled units of the step, whether any rank was asked to stop): one all-reduce."""
+def sync_step(d: Dist, units: list[int], stopped: bool, device: torch.device) -> tuple[list[int], bool]:
+    """(the step's global labelled units, per loss term; whether any rank was asked to stop): one all-reduce."""
     import torch
 
     from bertcli.train.distributed import all_reduce_sum
-    t = all_reduce_sum(d, torch.tensor([float(units), float(stopped)], dtype=torch.float64, device=device))
-    return int(t[0].item()), bool(t[1].item() > 0)
+    t = all_reduce_sum(d, torch.tensor([*map(float, units), float(stopped)], dtype=torch.float64, device=device))
+    return [int(v) for v in t[:-1].tolist()], bool(t[-1].item() > 0)
 
 
 def reduce_grads(d: Dist, params: list, loss: torch.Tensor) -> float:

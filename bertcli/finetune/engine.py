@@ -127,7 +127,7 @@ def collate(data: Features, index: np.ndarray, pad_id: int, multiple: int = 8) -
     (padding -100, the ignore index); each per-feature array [B, ...]; index [B].
     """
     starts, ends = data.offsets[index], data.offsets[index + 1]
-    longest = int((ends - starts).max())
+    longest = int((ends - starts).max(initial=0))        # 0 for an empty index (a rank's empty shard)
     width = -(-longest // multiple) * multiple
     B = len(index)
     ids = np.full((B, width), pad_id, dtype=np.int64)
@@ -165,7 +165,7 @@ def check_outputs(model: nn.Module, task: Task, train: Features, devs: dict, pad
     """Before saving: the trained model's outputs on a held-back batch (the first of the first
     non-empty dev split; the first training batch when there is none) are finite, else the run
     diverged (errors.Diverged naming the learning rate) and nothing is presented as a result."""
-    data = next((feats for _, feats in devs.values() if len(feats)), train)
+    data = next((feats for _, feats in devs.values() if len(feats)), task.check_features(train))
     if not len(data):
         return
     was_training = model.training
@@ -269,7 +269,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                     value = float(loss.detach())
                 else:
                     value, stopped = ddp_backward(model, task, train, perm[start:start + hyper.batch_size], pad_id,
-                                                  cfg, device, opt, scaler, params, d, stop.signum is not None)
+                                                  cfg, device, opt, scaler, params, d, stop.signum is not None, teacher)
                     if stopped:              # another rank was signalled: stop here too, at the same step
                         stop.signum = stop.signum or signal.SIGTERM
                         agreed.append(stop.signum)
@@ -314,25 +314,39 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
 
 def ddp_backward(model: nn.Module, task: Task, train: Features, index: np.ndarray, pad_id: int,
                  cfg: FinetuneConfig, device: torch.device, opt, scaler, params: list, d: Dist,
-                 stopping: bool) -> tuple[float, bool]:
+                 stopping: bool, teacher: Teacher | None = None) -> tuple[float, bool]:
     """One global batch under torchrun: this rank's shard's loss, summed over its labelled units
-    and divided by the global count, backward, gradients summed over ranks (the one-process
-    mean's gradient). (global mean loss, whether any rank is stopping); nothing is computed
-    when one is."""
+    and divided by the global count (distillation: each term by its own count), backward,
+    gradients summed over ranks (the one-process mean's gradient). A task whose loss spans the
+    global batch (`Task.whole_batch_loss`: embed) computes the one-process loss on every rank,
+    its gradient reaching the local shard, so it is neither weighted nor summed (and every rank
+    runs the forward, whose gather is a collective, an empty shard too). (global mean loss,
+    whether any rank is stopping); nothing is computed when one is."""
     local = ddp.shard(index, d)
-    batch = _to(collate(train, local, pad_id), device) if len(local) else None
-    units = task.loss_units(batch) if batch is not None else 0
-    total, stopped = ddp.sync_step(d, units, stopping, device)
+    whole = task.whole_batch_loss
+    batch = _to(collate(train, local, pad_id), device) if len(local) or whole else None
+    if batch is None:
+        units = [0] if teacher is None else [0, 0]
+    else:
+        units = [task.loss_units(batch)] if teacher is None else teacher.loss_units(task, batch)
+    totals, stopped = ddp.sync_step(d, units, stopping, device)
     if stopped:
         return float("nan"), True
     opt.zero_grad(set_to_none=True)
     loss = torch.zeros((), device=device)
-    if batch is not None and units:
+    if batch is not None and (whole or any(units)):
+        shares = [u / t if t else 0.0 for u, t in zip(units, totals)]    # the shard's sum / the global count
         with autocast(cfg.precision, device):
             outputs = task.forward(model, batch, train=True)
-        loss = task.loss(outputs, batch) * (units / total)   # the shard's sum / the global count
+        if whole:
+            loss = task.loss(outputs, batch)
+        elif teacher is not None:
+            loss = teacher.loss(task, outputs, batch, shares)
+        else:
+            loss = task.loss(outputs, batch) * shares[0]
         scaler.scale(loss).backward()
-    return ddp.reduce_grads(d, params, loss), False
+    # the value logged is summed over ranks: a whole-batch loss is the same on each, so each adds 1/N of it
+    return ddp.reduce_grads(d, params, loss / d.world_size if whole else loss), False
 
 
 # ------------------------------------------------------------------------------------ one run
@@ -386,6 +400,8 @@ def _run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: s
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
     ddp.check(hyper.batch_size, "distill" if teacher is not None else task.name)  # every rank, before joining
+    if teacher is not None:
+        teacher.check_distributed(ddp.world_size())
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed
     # pretraining run uses its checkpoint's: `auto` would follow the machine's load from run to run
     use_threads(cfg.threads, "finetune.threads", device, recorded=recipe.sweep_threads, recorded_by="sweep")
@@ -402,16 +418,17 @@ def _run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: s
     devs = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.dev}
     tests = {s.name: (s, task.featurize(s, tok, zero_types)) for s in data.test}
     per_epoch, total, warmup = schedule_lengths(len(train), hyper)  # checked before the teacher's pass
-    if teacher is not None:
-        teacher.prepare(task, train, devs, tok.pad_id, cfg, device)
-    windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
-    console.log(f"{task.describe()}: {len(data.train):,} train examples{windows}, {total:,} steps "
-                f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
-                f"{hyper.max_seq_length} tokens, device {device}")
 
     d = ddp.join(cfg.device) if ddp.world_size() > 1 else None   # after every input check of this rank
     if d is not None:
         device = d.device
+    if teacher is not None:                        # its logits sharded over the ranks and gathered
+        with ddp.peers(d):
+            teacher.prepare(task, train, devs, tok.pad_id, cfg, device, d)
+    windows = f" ({len(train):,} windows)" if len(train) != len(data.train) else ""
+    console.log(f"{task.describe()}: {len(data.train):,} train examples{windows}, {total:,} steps "
+                f"({per_epoch:,}/epoch, {warmup:,} warmup), lr {hyper.learning_rate:g}, batch {hyper.batch_size}, "
+                f"{hyper.max_seq_length} tokens, device {device}")
     group = tracking.sweep_group()          # one tracker run per (lr, seed), grouped under its sweep
     name = f"{group or recipe.name + '-' + task.name}-lr{hyper.learning_rate:g}-seed{recipe.seed}"
     log.start(cfg.report_to if d is None or d.main else "none",   # only rank 0 logs

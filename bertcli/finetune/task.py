@@ -199,6 +199,19 @@ class Task(Generic[S, P]):
         weighted by its share of the global count): one per row unless a task says otherwise."""
         return len(batch["index"])
 
+    def check_features(self, train: Features) -> Features:
+        """What the engine's finiteness check runs the trained model on when no dev split has
+        features: the training features (embed's hold text ids only: it gives its pool of texts)."""
+        return train
+
+    @property
+    def whole_batch_loss(self) -> bool:
+        """Under torchrun: True when the training forward gathers the global batch from every
+        rank (a collective: every rank calls it, an empty shard too) and returns the loss of the
+        whole global batch, the same on every rank (embed's in-batch negatives). The engine then
+        neither weights it by the shard's share nor sums its value over ranks."""
+        return False
+
     def decode(self, split: S, features: Features, collected: list) -> P:
         raise NotImplementedError
 

@@ -36,6 +36,7 @@ from bertcli.finetune.distill.heads import HEAD_COMMANDS
 from bertcli.finetune.distill.student import from_spec, from_teacher
 from bertcli.finetune.engine import _to, collate, eval_batches, evaluate_devs
 from bertcli.model.checkpoint import LoadReport, load_checkpoint
+from bertcli.train.distributed import Dist, all_reduce_sum
 
 if TYPE_CHECKING:
     from bertcli.config.sections import DistillConfig, FinetuneConfig
@@ -122,8 +123,18 @@ class Teacher:
         return params
 
     # ------------------------------------------------------------------ soft targets
+    def check_distributed(self, world: int) -> None:
+        """Before the process group is joined: the hidden-state and attention losses are means over
+        each layer's own rows, which no per-step count of this engine weights yet."""
+        if world > 1 and self.intermediate:
+            raise UserError(f"finetune.distill.hidden_weight and attention_weight do not run under torchrun yet "
+                            f"(WORLD_SIZE={world})", where="finetune.distill",
+                            fix="set both to 0 (the soft and hard losses run under torchrun), or distill as one process")
+
     def prepare(self, task: Task, train: Features, devs: dict, pad_id: int, cfg: FinetuneConfig,
-                device: torch.device) -> None:
+                device: torch.device, d: Dist | None = None) -> None:
+        """Under torchrun (`d`): the dev evaluation and the logits are sharded over the ranks and
+        gathered, so every rank holds the whole cache; only rank 0 keeps it in the output."""
         assert self.model is not None, "student() first"
         self.model.to(device)
         self.device, self.train = device, train
@@ -132,20 +143,20 @@ class Teacher:
         if unlabelled:                     # --unlabelled examples follow the labelled ones (unlabelled.py)
             labelled = len(task.data.train) - unlabelled
             self.gold = torch.from_numpy(np.asarray(train.example) < labelled).to(device)
-        self.teacher_dev = evaluate_devs(self.model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision)
+        self.teacher_dev = evaluate_devs(self.model, task, devs, pad_id, cfg.eval_batch_size, device, cfg.precision, d)
         self.teacher_score = task.score(self.teacher_dev)
         console.log(f"distill: the teacher on dev: {task.format(self.teacher_dev)}")
         if self.intermediate or not self.settings.cache_logits:
             return
         path = None if self.cache_dir is None else Path(self.cache_dir) / f"{self._key(task, train, cfg)}.safetensors"
         self.cache_name = None if path is None else path.name
-        if path is not None and path.is_file():       # an earlier result in --out (read, never written)
+        if path is not None and everywhere(d, path.is_file()):   # an earlier result in --out (read, never written)
             from safetensors.torch import load_file
 
             self.cache, self.cache_state = load_file(str(path))["logits"].to(device), "reused"
             console.log(f"distill: the teacher's logits reused from {path}")
             return
-        self.cache = self._compute(task, train, pad_id, cfg, device)
+        self.cache = self._compute(task, train, pad_id, cfg, device, d)
         self.cache_state = "computed"
         console.log(f"distill: the teacher's logits on {len(train):,} training features computed once, for every epoch")
 
@@ -156,24 +167,30 @@ class Teacher:
         return h.hexdigest()[:24]
 
     @torch.no_grad()
-    def _compute(self, task: Task, train: Features, pad_id: int, cfg: FinetuneConfig, device: torch.device) -> Tensor:
-        """The teacher's soft-target logits on every training feature (rows keyed as `_keys`)."""
-        cache = None
-        for index in eval_batches(train, cfg.eval_batch_size):
+    def _compute(self, task: Task, train: Features, pad_id: int, cfg: FinetuneConfig, device: torch.device,
+                 d: Dist | None = None) -> Tensor:
+        """The teacher's soft-target logits on every training feature (rows keyed as `_keys`).
+        Under torchrun each rank computes every world_size-th batch into a zero cache, and one
+        all-reduce sums them: every row is written by exactly one rank, so the sum is exact (x + 0)
+        and every rank holds the one-process cache."""
+        size = len(train) if task.head == "classification" else int(train.offsets[-1])
+        width = 2 if task.head == "qa" else len(task.labels or ())      # qa: (start, end) per token
+        cache = torch.zeros((size, width), device=device)
+        batches = eval_batches(train, cfg.eval_batch_size)
+        for index in batches if d is None else batches[d.rank::d.world_size]:
             batch = _to(collate(train, index, pad_id), device)
             rows = self._rows(task, task.forward(self.model, batch, train=True), batch)[0].float()
             keys = self._keys(task, batch, rows)
-            if cache is None:
-                size = len(train) if task.head == "classification" else int(train.offsets[-1])
-                cache = torch.zeros((size, rows.shape[-1]) if task.head != "qa" else (size, 2), device=device)
             if task.head == "qa":                      # [2B, T] -> per token (start, end)
                 B, T = batch["input_ids"].shape
                 real = batch["attention_mask"].bool()
                 both = rows.view(2, B, T).permute(1, 2, 0)[real]        # [n real, 2]
                 cache[keys[real]] = both
             else:
+                assert rows.shape[-1] == width, f"teacher rows {tuple(rows.shape)} vs {width} labels"
                 cache[keys] = rows
-        assert cache is not None, "a training split has features"
+        if d is not None:
+            all_reduce_sum(d, cache)
         return cache
 
     def _rows(self, task, outputs, batch) -> tuple[Tensor, Tensor | None]:
@@ -216,17 +233,30 @@ class Teacher:
         return self.cache[keys]
 
     # ------------------------------------------------------------------ the loss
-    def loss(self, task: Task, outputs: Any, batch: dict) -> Tensor:   # outputs: the task's forward's
+    def loss_units(self, task: Task, batch: dict) -> list[int]:
+        """[rows the soft loss averages over, units the hard loss averages over] in `batch` (under
+        torchrun each term's mean is weighted by the shard's share of its own global count): the
+        task's units, and for the hard loss those of the labelled examples (--unlabelled's have none)."""
+        soft = task.loss_units(batch)        # QA's soft rows are 2 per window: the same share as its windows
+        if self.gold is None:
+            return [soft, soft]
+        keep = self.gold[batch["index"]]
+        return [soft, task.loss_units({k: v[keep] for k, v in batch.items() if k in ("index", "labels")})]
+
+    def loss(self, task: Task, outputs: Any, batch: dict, shares: list[float] | None = None) -> Tensor:
+        """outputs: the task's forward's. `shares` (under torchrun): [soft, hard] weights of this
+        shard's means (its units / the global units, `loss_units`); alone, 1 each."""
         s = self.settings
+        soft_share, hard_share = (1.0, 1.0) if shares is None else shares
         rows, mask = self._rows(task, outputs, batch)
         targets = self._targets(task, batch, rows)
         if task.head == "classification" and rows.shape[-1] == 1:
             soft = losses.regression_loss(rows, targets)
         else:
             soft = losses.soft_loss(rows, targets, s.temperature, mask)
-        total = s.soft_weight * soft
+        total = s.soft_weight * soft_share * soft
         if s.hard_weight > 0:
-            total = total + s.hard_weight * self._hard(task, outputs, batch)
+            total = total + s.hard_weight * hard_share * self._hard(task, outputs, batch)
         if self.intermediate:
             assert self.capture_s is not None and self.capture_t is not None
             s_states, s_probs = self.capture_s.take()
@@ -293,6 +323,13 @@ class Teacher:
                             "parameters_ratio": round(teacher["parameters"] / student["parameters"], 3),
                             "teacher_logits": self.cache_state, "settings": settings,
                             **({} if speed is None else {"speed": speed})}}
+
+
+def everywhere(d: Dist | None, flag: bool) -> bool:
+    """`flag` on every rank (alone: `flag`): the ranks take the same branch (an all-reduce)."""
+    if d is None or not d.enabled:
+        return flag
+    return int(all_reduce_sum(d, torch.tensor([float(flag)], device=d.device)).item()) == d.world_size
 
 
 def task_positions(batch) -> Tensor:

@@ -1,13 +1,21 @@
-"""Candidates from the global batch under DDP: every process's embeddings (and text ids), with the
-gradient kept for the local slice only.
+"""The global batch under torchrun: every process's embeddings (and text ids), with the gradient
+kept for the local slice only.
 
-Each process scores its own anchors against all processes' positives and negatives; the loss of
-process r reaches only r's embeddings, and DDP's average of the parameter gradients combines
-them (SimCLR's and OpenCLIP's `local_loss` scheme: the other processes' terms for r's
-embeddings are computed by them, on their anchors). Every process must pass tensors of the same
-shape (the same batch size: DDP's sampler pads the last batch to it).
+Each process holds a contiguous shard of the global batch (finetune/ddp.py: `np.array_split`, so
+shards may differ in size, a short last batch giving the last ranks fewer rows or none). The
+step gathers every shard's embeddings into the ONE-PROCESS layout of the global batch and every
+process computes the one-process loss over it: the same value everywhere, whose gradient reaches
+only the local slice (the other slices are constants here). The sum over processes of those
+gradients (the engine's all-reduce) is then exactly the one-process gradient: every term of the
+loss that involves shard r's embeddings is differentiated on rank r. The loss itself is cheap
+next to the encoder (a [N, N (1 + k)] similarity matrix), so computing it on every rank costs
+little and needs no collective in the backward pass (GradCache's re-forwards stay local).
 
-Single process (or torch.distributed not initialized): the tensors themselves, rank 0.
+Uneven shards are gathered at their own sizes: each is padded to the largest for the
+collective, and the padding is cut off again before anything is scored, so no row is repeated
+(a repeated row would be a false negative of its own anchor) and none is masked.
+
+Single process (or torch.distributed not initialized): the tensors themselves.
 """
 
 from __future__ import annotations
@@ -24,14 +32,43 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def gather(x: Tensor) -> Tensor:
-    """[W * n, ...] the concatenation over processes of x [n, ...], in rank order; this
-    process's slice is `x` itself (with its graph), the others are constants."""
-    rank, size = world()
-    if size == 1:
-        return x
-    parts = [torch.empty_like(x) for _ in range(size)]
-    dist.all_gather(parts, x.detach().contiguous())
-    parts[rank] = x
-    return torch.cat(parts)
+class Shards:
+    """Every process's number of examples in this step's global batch (one all_gather of a count,
+    made once per step), and the gathers that reassemble the global batch from the shards."""
 
+    def __init__(self, local: int, device: torch.device):
+        self.rank, size = world()
+        self.sizes = [local]
+        if size > 1:
+            counts = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(size)]
+            dist.all_gather(counts, torch.tensor([local], dtype=torch.int64, device=device))
+            self.sizes = [int(c.item()) for c in counts]
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+    def parts(self, x: Tensor, rows: int = 1) -> list[Tensor]:
+        """x [rows * n_local, ...] -> every rank's x [rows * n_r, ...], in rank order; this rank's
+        part is `x` itself (with its graph), the others are constants."""
+        if len(self.sizes) == 1:
+            return [x]
+        longest = rows * max(self.sizes)
+        padded = x.detach().new_zeros((longest, *x.shape[1:]))
+        padded[:len(x)] = x.detach()
+        buffers = [torch.empty_like(padded) for _ in self.sizes]
+        dist.all_gather(buffers, padded.contiguous())
+        out = [b[:rows * n] for b, n in zip(buffers, self.sizes)]     # the padding cut off
+        out[self.rank] = x
+        return out
+
+    def whole(self, x: Tensor, rows: int = 1) -> Tensor:
+        """The global batch in the one-process layout: x [rows * n_local, ...] laid out as `rows`
+        blocks of the shard's n_local examples (anchors; positives; each hard-negative column)
+        -> [rows * N, ...], the same blocks over all N examples in rank (= example) order."""
+        parts = self.parts(x, rows)
+        if len(parts) == 1:
+            return x
+        tail = x.shape[1:]
+        blocks = [p.reshape(rows, n, *tail) for p, n in zip(parts, self.sizes)]   # [rows, n_r, ...]
+        return torch.cat(blocks, dim=1).reshape(rows * self.total, *tail)

@@ -33,27 +33,32 @@ def encode_ids(task: EmbedTask, model, text_ids: np.ndarray, device: torch.devic
 
 def objective(task: EmbedTask, batch: dict):
     """loss(reps [N, H]) for reps = the embeddings of anchors, positives, then the negatives
-    column by column (N = B (2 + k))."""
-    B = len(batch["anchor"])
-    anchor_ids, positive_ids = batch["anchor"], batch["positive"]
-    negative_ids = batch["negatives"].T.reshape(-1)                       # [k B], column by column
+    column by column (N = B (2 + k)). Under torchrun with finetune.embed.gather (the default),
+    `batch` is this rank's shard and reps its embeddings: they are gathered into the global
+    batch's one-process layout (embed/gather.py) and the loss is the one-process loss of the
+    global batch, the same on every rank, its gradient reaching the local slice; without gather,
+    each rank's own shard is its whole batch."""
+    B, k = len(batch["anchor"]), batch["negatives"].shape[1]
+    rows = 2 + k                                                          # anchors, positives, k negative columns
     block = task.block
-    gathering = block.gather
-    g = dist_gather.gather if gathering else (lambda x: x)
-    rank = dist_gather.world()[0] if gathering else 0
+    shards = dist_gather.Shards(B, batch["anchor"].device) if block.gather and dist_gather.world()[1] > 1 else None
+    ids = torch.cat([batch["anchor"], batch["positive"], batch["negatives"].T.reshape(-1)])   # [rows B]
+    scores = batch["score"]
+    if shards is not None:                                                # the global batch's ids and scores
+        ids, scores, B = shards.whole(ids, rows), shards.whole(scores), shards.total
+    anchor_ids, positive_ids, negative_ids = ids[:B], ids[B:2 * B], ids[2 * B:]
 
-    def loss(reps: torch.Tensor) -> torch.Tensor:
+    def loss(reps: torch.Tensor) -> torch.Tensor:                         # reps [rows B, H] of the global batch
         a, p, n = reps[:B], reps[B:2 * B], reps[2 * B:]
         if task.kind == "scored":
-            return cosent_loss(a, p, batch["score"], block.scale)
-        cand = torch.cat([g(p), g(n)])
-        cand_ids = torch.cat([g(positive_ids), g(negative_ids)])
-        targets = rank * B + torch.arange(B, device=reps.device)
-        return ranking_loss(a, cand, targets, anchor_ids, cand_ids, block.scale, block.symmetric, positives=p,
-                            all_anchors=g(a) if block.symmetric else None,
-                            all_anchor_ids=g(anchor_ids) if block.symmetric else None)
+            return cosent_loss(a, p, scores, block.scale)
+        return ranking_loss(a, torch.cat([p, n]), torch.arange(B, device=reps.device), anchor_ids,
+                            torch.cat([positive_ids, negative_ids]), block.scale, block.symmetric, positives=p)
 
-    return matryoshka(loss, block.dims)
+    each = matryoshka(loss, block.dims)
+    if shards is None:
+        return each
+    return lambda reps: each(shards.whole(reps, rows))                    # one gather per loss, all dims
 
 
 def train_loss(task: EmbedTask, model, batch: dict) -> torch.Tensor:
@@ -63,6 +68,8 @@ def train_loss(task: EmbedTask, model, batch: dict) -> torch.Tensor:
     ids = torch.cat([batch["anchor"], batch["positive"], batch["negatives"].T.reshape(-1)]).cpu().numpy()
     loss_fn = objective(task, batch)
     m = task.block.mini_batch_size
+    if not len(ids):          # an empty shard of a short last batch: no text to embed, still in the gather
+        return loss_fn(torch.zeros((0, task.pooling.dim), device=device, requires_grad=True))
     if m is None or m >= len(ids):
         return loss_fn(encode_ids(task, model, ids, device).float())
     chunks = [ids[i:i + m] for i in range(0, len(ids), m)]

@@ -128,6 +128,14 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     def loss(self, outputs, batch: dict) -> torch.Tensor:
         return outputs                                 # forward(train=True) computed it
 
+    def check_features(self, train: Features) -> Features:
+        return self.pool_features if self.pool_features is not None else train   # the texts, tokenized
+
+    @property
+    def whole_batch_loss(self) -> bool:
+        """Under torchrun, finetune.embed.gather: the loss of the global batch (embed/gather.py)."""
+        return self.block.gather
+
     def collect(self, outputs, batch: dict):
         return outputs.float().cpu().numpy()           # [B, H]
 
