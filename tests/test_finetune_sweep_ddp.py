@@ -1,0 +1,153 @@
+"""Sweeps past one process (bertcli/finetune/sweep.py, sweep_shared.py): a seed sweep under
+torchrun (every run on both gloo ranks, rank 0 writing the sweep folder) and a sweep folder
+written by two independent processes at once (`--shared`, one per GPU on a real machine) both
+equal the one-process sweep; a run held by another process is skipped, and the half of a shared
+sweep that did not finish leaves no summary, until its command runs again.
+
+Tiny L1 H32 classifier of test_finetune_sweep.py, 2 seeds of 24 steps, dropout 0."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ONE_THREAD, finish, popen_cli, run_cli
+from finetune_fixtures import tiny_checkpoint
+from test_finetune_sweep import _classify, _json, _rows, _timeless, _write
+
+SEEDS = ("--seeds", "42,43", "--lr", "1e-2", "--set", "finetune.threads=1")
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sweep_ddp")
+    rng = random.Random(1)
+    train = _rows(rng, 64)
+    tiny_checkpoint(root / "ckpt", [t for t, _ in train] * 3, hidden=32, layers=1, positions=40)
+    _write(root / "train.csv", train)
+    _write(root / "dev.csv", _rows(rng, 40))
+    _write(root / "test.csv", _rows(rng, 20))
+    return root
+
+
+@pytest.fixture(scope="module")
+def one(task) -> Path:
+    """The one-process sweep of seeds 42 and 43: what the others must equal."""
+    out = task / "one"
+    r = run_cli(*_classify(task, out, *SEEDS), cwd=task, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    return out
+
+
+def _close(a, b, where: str) -> None:
+    if isinstance(a, float) and isinstance(b, float):
+        assert b == pytest.approx(a, rel=1e-5, abs=1e-6), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def _runs_equal(one: Path, other: Path, exact: bool) -> None:
+    """The sweep summaries and every run's results.json (timings and folders aside) agree."""
+    a, b = _json(one / "results.json")["sweep"], _json(other / "results.json")["sweep"]
+    runs = a["tasks"]["classify"]["runs"]
+    assert [r["dir"] for r in runs] == ["seed-42", "seed-43"] and all(r["status"] == "ok" for r in runs)
+    for run in runs:
+        ra, rb = (_timeless(_json(d / run["dir"] / "results.json"), d / run["dir"]) for d in (one, other))
+        assert ra == rb if exact else _close(ra, rb, run["dir"]) is None
+    assert a == b if exact else _close(a, b, "sweep") is None
+    kept = a["tasks"]["classify"]["kept"]["dir"]
+    assert sorted(p.parent.name for p in other.glob("seed-*/model.safetensors")) == [kept]   # pruned as in one
+    assert (other / "model.safetensors").is_file()
+    assert not [p.name for p in other.iterdir() if ".lock" in p.name or ".bertcli-tmp-" in p.name]
+    listed = set(_json(other / ".bertcli-output.json")["files"])
+    assert {"results.json", "sweep.json", "seed-42/results.json", "seed-43/results.json"} <= listed
+
+
+def _only(seed: int) -> tuple[str, ...]:
+    """One seed as a sweep of one (`--seeds 43` alone would be a count: 43 seeds)."""
+    return ("--seed", str(seed), "--seeds", "1")
+
+
+def test_shared_sweep_folder_two_processes_equal_one(task, one, monkeypatch):
+    """Two processes started together into one folder with --shared, --seeds 42 and --seeds 43:
+    each trains its run, the last to finish writes the summary, equal to the one-process sweep's
+    (every figure, the kept run, the pruned weights). Then, in a second folder: a process whose
+    seed-43 run is held by another one (its run lock, held here) trains seed-42 only, says what
+    is left and leaves no summary; the held run's command run again finishes the sweep, equal to
+    one process. A one-process sweep cannot join a shared one, and --shared refuses --force."""
+    shared = task / "shared"
+    procs = [popen_cli(*_classify(task, shared, *SEEDS[2:], *_only(s), "--shared"), cwd=task, env=ONE_THREAD)
+             for s in (42, 43)]
+    outs = [finish(p) for p in procs]
+    assert all(r.rc == 0 for r in outs), [r.output[-3000:] for r in outs]
+    assert sum("results.json" in r.output and "left:" in r.output for r in outs) <= 1
+    _runs_equal(one, shared, exact=True)
+    assert _json(shared / "sweep.json")["seeds"] == [42, 43]
+
+    from bertcli.core.locks import run_lock
+    from bertcli.finetune import sweep_shared
+
+    half, held = task / "half", contextlib.ExitStack()
+
+    def merge_then_hold(*args, **kwargs):       # as another process would take seed-43 once the plan is there
+        plan = merge(*args, **kwargs)
+        held.enter_context(run_lock(half / "seed-43"))
+        return plan
+
+    merge = sweep_shared.merge
+    monkeypatch.setattr(sweep_shared, "merge", merge_then_hold)
+    with held:
+        r = run_cli(*_classify(task, half, *SEEDS, "--shared"), cwd=task, env=ONE_THREAD)
+    monkeypatch.undo()
+    assert r.rc == 0, r.output
+    assert "seed-43): another process trains it, skipped" in r.output and "left: seed-43" in r.output
+    assert not (half / "results.json").exists() and not (half / "seed-43").exists()
+    assert (half / "seed-42" / "results.json").is_file()
+    r = run_cli(*_classify(task, half, *SEEDS), cwd=task, env=ONE_THREAD)
+    assert r.rc == 2 and "already holds an earlier result" in r.output, r.output
+    r = run_cli(*_classify(task, half, *SEEDS[2:], *_only(43), "--shared", "--force"), cwd=task, env=ONE_THREAD)
+    assert r.rc == 2 and "--force with --shared" in r.output, r.output
+    r = run_cli(*_classify(task, half, *SEEDS[2:], *_only(43), "--shared", "--epochs", "2"), cwd=task,
+                env=ONE_THREAD)
+    assert r.rc == 2 and "other settings" in r.output, r.output
+    r = run_cli(*_classify(task, half, *SEEDS[2:], *_only(43), "--shared"), cwd=task, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    _runs_equal(one, half, exact=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sweep_under_torchrun_equals_one_process(task, one):
+    """`torchrun --nproc_per_node 2 -m bertcli finetune classify ... --seeds 42,43`: each run trains
+    on both ranks (global batch 8 = 4 + 4), rank 0 alone writes the sweep folder; every run's
+    figures and the summary equal the one-process sweep's to float tolerance (sums in another
+    order), and no other folder or temporary is left."""
+    out = task / "torchrun"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    env = {k: v for k, v in env.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), "-m", "bertcli", *map(str, _classify(task, out, *SEEDS))]
+    r = subprocess.run(cmd, cwd=task, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    _runs_equal(one, out, exact=False)
+    assert sorted(p.name for p in task.glob("torchrun*")) == ["torchrun"]
+    assert json.loads((out / "sweep.json").read_text())["seeds"] == [42, 43]
