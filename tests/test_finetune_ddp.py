@@ -190,8 +190,11 @@ def test_what_torchrun_refuses(monkeypatch):
     for what in ("embed", "distill"):
         with pytest.raises(UserError, match=f"{what} does not run under torchrun yet"):
             ddp.check(8, what)
-    with pytest.raises(UserError, match="sweep"):
-        ddp.check_sweep()
+    ddp.check_sweep()                             # a seed / rate sweep: each run on all ranks
+    with pytest.raises(UserError, match="GLUE's sweep"):
+        ddp.check_sweep(protocol=True)
+    with pytest.raises(UserError, match="--shared"):
+        ddp.check_sweep(shared=True)
 
 
 def test_prediction_rows_travel_exactly():

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -137,17 +134,17 @@ def _free_port() -> int:
 
 
 def test_sweep_under_torchrun_equals_one_process(task, one):
-    """`torchrun --nproc_per_node 2 -m bertcli finetune classify ... --seeds 42,43`: each run trains
-    on both ranks (global batch 8 = 4 + 4), rank 0 alone writes the sweep folder; every run's
-    figures and the summary equal the one-process sweep's to float tolerance (sums in another
-    order), and no other folder or temporary is left."""
-    out = task / "torchrun"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    env = {k: v for k, v in env.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "bertcli", *map(str, _classify(task, out, *SEEDS))]
-    r = subprocess.run(cmd, cwd=task, env=env, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    """`bertcli finetune classify ... --seeds 42,43` in two workers of one job (RANK 0 and 1 of
+    WORLD_SIZE 2, as torchrun starts them; the real launcher is tested in test_finetune_ddp.py):
+    each run trains on both ranks (global batch 8 = 4 + 4), rank 0 alone writes the sweep folder;
+    every run's figures and the summary equal the one-process sweep's to float tolerance (sums
+    in another order), and no other folder or temporary is left."""
+    out, port = task / "torchrun", str(_free_port())
+    procs = [popen_cli(*_classify(task, out, *SEEDS), cwd=task,
+                       env={"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                            "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}) for rank in (0, 1)]
+    outs = [finish(p) for p in procs]
+    assert all(r.rc == 0 for r in outs), [r.output[-3000:] for r in outs]
     _runs_equal(one, out, exact=False)
     assert sorted(p.name for p in task.glob("torchrun*")) == ["torchrun"]
     assert json.loads((out / "sweep.json").read_text())["seeds"] == [42, 43]
