@@ -65,6 +65,7 @@ def _runs_equal(one: Path, other: Path, exact: bool) -> None:
     assert [r["dir"] for r in runs] == ["seed-42", "seed-43"] and all(r["status"] == "ok" for r in runs)
     for run in runs:
         ra, rb = (_timeless(_json(d / run["dir"] / "results.json"), d / run["dir"]) for d in (one, other))
+        rb["hyperparameters"]["micro_batch_size"] = None           # the torchrun run accumulates (equal figures)
         assert ra == rb if exact else _close(ra, rb, run["dir"]) is None
     assert a == b if exact else _close(a, b, "sweep") is None
     kept = a["tasks"]["classify"]["kept"]["dir"]
@@ -136,11 +137,12 @@ def _free_port() -> int:
 def test_sweep_under_torchrun_equals_one_process(task, one):
     """`bertcli finetune classify ... --seeds 42,43` in two workers of one job (RANK 0 and 1 of
     WORLD_SIZE 2, as torchrun starts them; the real launcher is tested in test_finetune_ddp.py):
-    each run trains on both ranks (global batch 8 = 4 + 4), rank 0 alone writes the sweep folder;
+    each run trains on both ranks (global batch 8 = 4 + 4, each share in micro-batches of 3 + 1:
+    accumulation under DDP, finetune/accumulate.py), rank 0 alone writes the sweep folder;
     every run's figures and the summary equal the one-process sweep's to float tolerance (sums
     in another order), and no other folder or temporary is left."""
     out, port = task / "torchrun", str(_free_port())
-    procs = [popen_cli(*_classify(task, out, *SEEDS), cwd=task,
+    procs = [popen_cli(*_classify(task, out, *SEEDS, "--set", "finetune.micro_batch_size=3"), cwd=task,
                        env={"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                             "MASTER_PORT": port, "OMP_NUM_THREADS": "1"}) for rank in (0, 1)]
     outs = [finish(p) for p in procs]
@@ -148,3 +150,37 @@ def test_sweep_under_torchrun_equals_one_process(task, one):
     _runs_equal(one, out, exact=False)
     assert sorted(p.name for p in task.glob("torchrun*")) == ["torchrun"]
     assert json.loads((out / "sweep.json").read_text())["seeds"] == [42, 43]
+
+
+def _step_losses(folder: Path) -> list[float]:
+    return [r["loss"] for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def test_micro_batches_equal_the_whole_batch(task, one, monkeypatch):
+    """finetune.micro_batch_size (finetune/accumulate.py) at dropout 0: seed 42's run with
+    micro-batches of 3 (8 = 3 + 3 + 2: a batch that does not divide) and with `auto` on a
+    device whose free memory fits 2 rows of the real probe's measure (8 = 4 x 2) takes every step
+    with the losses of the whole-batch run of the one-process sweep, to float tolerance, and
+    ends with its figures."""
+    from bertcli.train import memory
+
+    whole = _step_losses(one / "seed-42")
+    assert len(whole) == 24
+    real = memory.plan
+
+    def room_for_two(local, static, per_seq, fixed, available, *args, **kwargs):
+        fits = int(static + memory.MARGIN * (fixed + per_seq * 2.5)) + memory.RESERVE
+        return real(local, static, per_seq, fixed, fits, "a test's device", *args[1:], **kwargs)
+
+    monkeypatch.setattr(memory, "plan", room_for_two)
+    for value, said in (("3", None), ("auto", "finetune.micro_batch_size auto: micro-batch 2 of 8")):
+        out = task / f"micro-{value}"
+        r = run_cli(*_classify(task, out, "--lr", "1e-2", "--set", "finetune.threads=1",
+                               "--set", f"finetune.micro_batch_size={value}"), cwd=task, env=ONE_THREAD)
+        assert r.rc == 0, r.output
+        assert said is None or said in r.output, r.output
+        assert _step_losses(out) == pytest.approx(whole, rel=1e-5, abs=1e-6), value
+        a, b = _timeless(_json(one / "seed-42" / "results.json"), one / "seed-42"), _timeless(_json(out / "results.json"), out)
+        micro = (a["hyperparameters"].pop("micro_batch_size"), b["hyperparameters"].pop("micro_batch_size"))
+        assert micro == (None, 3 if value == "3" else value)
+        _close(a, b, value)
