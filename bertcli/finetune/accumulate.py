@@ -18,6 +18,7 @@ terms) do not accumulate: `auto` gives them the whole share, an integer below it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,7 @@ from bertcli.core import console
 from bertcli.core.errors import UserError
 from bertcli.finetune import ddp
 from bertcli.train import memory
+from bertcli.train.distributed import all_gather_json
 from bertcli.train.precision import autocast
 
 if TYPE_CHECKING:
@@ -36,13 +38,13 @@ if TYPE_CHECKING:
     from bertcli.train.distributed import Dist
 
 KEY = "finetune.micro_batch_size"
+Collate = Callable[[np.ndarray], dict]     # training row indices -> their batch on the CPU (engine.collate)
 
 
-def choose(task: Task, model: nn.Module, train: Features, cfg: FinetuneConfig, batch_size: int, pad_id: int,
+def choose(task: Task, model: nn.Module, train: Features, cfg: FinetuneConfig, batch_size: int, batch_of: Collate,
            device: torch.device, d: Dist | None, teacher: object | None, optimizer: torch.optim.Optimizer) -> int | None:
-    """The micro-batch of this process (None: the whole share in one pass)."""
-    from bertcli.finetune.engine import collate  # the engine imports this module
-
+    """The micro-batch of this process (None: the whole share in one pass). `batch_of(index)`:
+    the engine's collate of those training rows."""
     want = cfg.micro_batch_size
     share = batch_size // (d.world_size if d is not None else 1)
     if want is None:
@@ -60,7 +62,7 @@ def choose(task: Task, model: nn.Module, train: Features, cfg: FinetuneConfig, b
     length = int(train.lengths[longest[0]]) if len(train) else 0
 
     def probe(m: int) -> None:            # forward + loss of the m longest training rows (what backward keeps)
-        batch = {k: v.to(device) for k, v in collate(train, longest[:m], pad_id).items()}
+        batch = {k: v.to(device) for k, v in batch_of(longest[:m]).items()}
         with autocast(cfg.precision, device):
             task.loss(task.forward(model, batch, train=True), batch)
 
@@ -70,24 +72,21 @@ def choose(task: Task, model: nn.Module, train: Features, cfg: FinetuneConfig, b
     plan = memory.plan(share, static, per_seq, fixed, available, source, None, length, key=KEY)
     micro = plan.micro
     if d is not None:                     # every process accumulates alike
-        from bertcli.train.distributed import all_gather_json
         micro = min(all_gather_json(d, micro))
     console.log(f"{KEY} auto: {plan.describe(share, length)}"
                 + (f"; {micro} to match the other processes" if micro != plan.micro else ""))
     return None if micro >= share else micro
 
 
-def backward(model: nn.Module, task: Task, train: Features, index: np.ndarray, pad_id: int, cfg: FinetuneConfig,
+def backward(model: nn.Module, task: Task, batch_of: Collate, index: np.ndarray, cfg: FinetuneConfig,
              device: torch.device, optimizer: torch.optim.Optimizer, scaler, params: list, micro: int,
              d: Dist | None, stopping: bool) -> tuple[float, bool]:
     """One step's gradients: this process's rows of `index` (the global batch) in micro-batches
     of `micro`, each loss weighted by its units over the step's global count, the gradients
     summed over processes under torchrun. (the batch's mean loss, whether any rank is stopping:
     then nothing is computed)."""
-    from bertcli.finetune.engine import collate
-
     local = ddp.shard(index, d) if d is not None else index
-    batches = [collate(train, local[i:i + micro], pad_id) for i in range(0, len(local), micro)]   # on the CPU
+    batches = [batch_of(local[i:i + micro]) for i in range(0, len(local), micro)]   # on the CPU
     units = [task.loss_units(b) for b in batches]
     total, stopped = sum(units), False
     if d is not None:

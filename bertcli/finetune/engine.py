@@ -240,7 +240,10 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     scaler = make_grad_scaler(cfg.precision, device)
     guard = StepGuard(max_bad_steps=20, what=f"fine-tuning {task.name}")
     params = [p for p in model.parameters() if p.requires_grad] + extra
-    micro = accumulate.choose(task, model, train, cfg, hyper.batch_size, pad_id, device, d, teacher, opt)
+    def batch_of(index: np.ndarray) -> dict:
+        return collate(train, index, pad_id)
+
+    micro = accumulate.choose(task, model, train, cfg, hyper.batch_size, batch_of, device, d, teacher, opt)
 
     best: FitResult | None = None
     best_state: dict[str, torch.Tensor] | None = None
@@ -271,8 +274,8 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                     value = float(loss.detach())
                 else:
                     if micro is not None:    # gradient accumulation (finetune/accumulate.py), alone or under torchrun
-                        value, stopped = accumulate.backward(model, task, train, perm[start:start + hyper.batch_size],
-                                                             pad_id, cfg, device, opt, scaler, params, micro, d,
+                        value, stopped = accumulate.backward(model, task, batch_of, perm[start:start + hyper.batch_size],
+                                                             cfg, device, opt, scaler, params, micro, d,
                                                              stop.signum is not None)
                     else:
                         assert d is not None
