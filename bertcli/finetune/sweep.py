@@ -19,6 +19,7 @@ The layer above the runner: it knows nothing of any task; `one_run(recipe, folde
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,6 +35,7 @@ from bertcli.config.recipe import Recipe
 from bertcli.core import console
 from bertcli.core.errors import Diverged, UserError
 from bertcli.core.fs import building
+from bertcli.core.locks import run_lock
 from bertcli.core.machine import choose_threads
 from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
 from bertcli.core.testhooks import pause_point
@@ -257,10 +259,12 @@ def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe
                         + f"seed {seed}")
             start = time.monotonic()
             this = run_recipe(recipe, lr, seed, plan.threads)
-            try:
-                results = one_run(this, folder)
-            except Diverged as e:
-                results = record_diverged(folder, this, lr, seed, e)
+            # the run's own lock, as a --shared sweep's processes take it (sweep_shared.py): never two trainers
+            with run_lock(folder) if ddp.writes() else contextlib.nullcontext():
+                try:
+                    results = one_run(this, folder)
+                except Diverged as e:
+                    results = record_diverged(folder, this, lr, seed, e)
             clock.ran(time.monotonic() - start, results)
         records.append({**sweep_summary.run_record(lr, seed, rel, results), "group": lr})
         if ddp.writes():
