@@ -10,28 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import socket
 from pathlib import Path
 
 import pytest
 from conftest import ONE_THREAD, finish, popen_cli, run_cli
-from finetune_fixtures import tiny_checkpoint
-from test_finetune_sweep import _classify, _json, _rows, _timeless, _write
+from helpers.sweeps import assert_close_json, write_task
+from helpers.sweeps import classify as _classify
+from helpers.sweeps import read_json as _json
+from helpers.sweeps import timeless as _timeless
 
 SEEDS = ("--seeds", "42,43", "--lr", "1e-2", "--set", "finetune.threads=1")
 
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sweep_ddp")
-    rng = random.Random(1)
-    train = _rows(rng, 64)
-    tiny_checkpoint(root / "ckpt", [t for t, _ in train] * 3, hidden=32, layers=1, positions=40)
-    _write(root / "train.csv", train)
-    _write(root / "dev.csv", _rows(rng, 40))
-    _write(root / "test.csv", _rows(rng, 20))
-    return root
+    return write_task(tmp_path_factory.mktemp("sweep_ddp"))
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +38,7 @@ def one(task) -> Path:
 
 
 def _close(a, b, where: str) -> None:
-    if isinstance(a, float) and isinstance(b, float):
-        assert b == pytest.approx(a, rel=1e-5, abs=1e-6), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
+    assert_close_json(a, b, where, rel=1e-5, abs=1e-6)
 
 
 def _runs_equal(one: Path, other: Path, exact: bool) -> None:
