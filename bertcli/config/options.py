@@ -304,15 +304,17 @@ def parse_rates(text: str | None) -> list[float] | None:
 
 def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
     """--seeds: N -> [first, first+1, ..., first+N-1] (`first`: the recipe's seed); `1,7,42` -> that
-    list. A UserError (exit 2, one message) for anything else: not integers, negative, repeated,
-    N < 1."""
-    fix = "give --seeds a count (--seeds 5: the recipe's seed and the next four) or a comma list (--seeds 1,7,42)"
+    list, `7,` -> [7] (one seed: a --shared part). A UserError (exit 2, one message) for anything
+    else: not integers, negative, repeated, N < 1."""
+    fix = ("give --seeds a count (--seeds 5: the recipe's seed and the next four) or a comma list (--seeds 1,7,42; "
+           "one seed: --seeds 7,)")
     if isinstance(spec, list):
         values = list(spec)
     else:
         text = str(spec).strip()
         try:
-            values = [int(p) for p in text.split(",")]
+            parts = text.split(",")
+            values = [int(p) for p in (parts[:-1] if len(parts) > 1 and not parts[-1].strip() else parts)]
         except ValueError:
             raise UserError(f"--seeds {text!r} is neither a count nor a comma list of integers",
                             where="the command line", fix=fix) from None
