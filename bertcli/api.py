@@ -307,7 +307,9 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
         plan = sweeps.make_plan("distill", Path(checkpoint), r, sweep, dest)
         if sweep.shared:
             ddp.check_sweep(shared=True)
-            return sweep_shared.run_shared(plan, r, Path(checkpoint), dest, one_run, {"task": task, **columns},
+            given = {"task": task, "train": train, "dev": dev, "test": test, "data_dir": data_dir, "hub": hub,
+                     "version": version, "layers": layers, "student": student, "unlabelled": unlabelled, **columns}
+            return sweep_shared.run_shared(plan, r, Path(checkpoint), dest, one_run, given,
                                            [p for p in inputs if p is not None], force)
         with (writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs) if ddp.writes()
               else contextlib.nullcontext(dest)):
