@@ -174,4 +174,5 @@ def run_shared(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, o
                         f"run writes {out / 'results.json'}")
             return {"sweep": {"complete": False, "finished": len(records), "runs": len(union.runs()), "left": left}}
         sweeps.prune(out, records)
+        claim(out, [out / r["dir"] for r in records])   # also a run whose process died before claiming it
         return sweeps.finish(union, out, records)
