@@ -37,7 +37,7 @@ from bertcli.export.predictor import is_bundle
 from bertcli.export.run import run_export
 from bertcli.export.speed import teacher_student_speed
 from bertcli.finetune import command as commands
-from bertcli.finetune import ddp
+from bertcli.finetune import ddp, sweep_shared
 from bertcli.finetune import sweep as sweeps
 from bertcli.finetune.distill.run import make_task, run_distill
 from bertcli.serve.embed import embed_file
@@ -202,16 +202,27 @@ def finetune(task: str, checkpoint: PathLike, recipe: PathLike | None = None, ov
     if any(options.get(k) for k in cmd.sweep_options) and sweep is None:
         sweep = SweepArgs()                         # e.g. GLUE's --from-mnli: a sweep of one seed
     if sweep is not None and (sweep.wanted or any(options.get(k) for k in cmd.sweep_options)):
-        ddp.check_sweep()
+        ddp.check_sweep(protocol=cmd.sweep is not None, shared=sweep.shared)
         if cmd.sweep_check is not None:
             cmd.sweep_check(sweep, options)
         plan = sweeps.make_plan(cmd.name, Path(checkpoint), r, sweep, dest)
         fresh = force and not sweep.resume          # --force replaces what is there; --resume continues it
-        with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), [checkpoint, *commands.input_paths(cmd, options)]):
+        inputs = [checkpoint, *commands.input_paths(cmd, options)]
+
+        def one_run(recipe_: Recipe, folder: Path) -> dict:
+            return cmd.run(recipe_, Path(checkpoint), folder, **options)
+
+        if sweep.shared:                            # several processes write `dest` (finetune/sweep_shared.py)
+            if cmd.sweep is not None:
+                raise UserError(f"--shared sweeps one task; finetune {cmd.name} runs a protocol of its own",
+                                fix="give each task its own --out (and --shared there), or drop --shared")
+            return sweep_shared.run_shared(plan, r, Path(checkpoint), dest, one_run, dict(options), inputs, force)
+        # under torchrun rank 0 alone checks, locks and marks `dest`; every rank trains every run
+        with (writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs) if ddp.writes()
+              else contextlib.nullcontext(dest)):
             if cmd.sweep is not None:       # a command with a protocol of its own (GLUE's tasks)
                 return cmd.sweep(plan, r, Path(checkpoint), dest, fresh, **options)
-            return sweeps.run_sweep(plan, r, Path(checkpoint), dest,
-                                    lambda recipe_, folder: cmd.run(recipe_, Path(checkpoint), folder, **options), fresh)
+            return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, fresh)
     # under torchrun only rank 0 checks, locks and marks `dest` (finetune/ddp.py); every rank reads the inputs
     with (writing(dest, force, [checkpoint, *commands.input_paths(cmd, options)]) if ddp.writes()
           else contextlib.nullcontext(dest)):
@@ -295,7 +306,14 @@ def distill(checkpoint: PathLike, task: Literal["classify", "ner", "squad"], tra
         ddp.check_sweep()
         make_task(task, r, _path(train), _path(dev), _path(test), _path(data_dir), hub, version, encoding, **columns)
         plan = sweeps.make_plan("distill", Path(checkpoint), r, sweep, dest)
-        with writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs):
+        if sweep.shared:
+            ddp.check_sweep(shared=True)
+            given = {"task": task, "train": train, "dev": dev, "test": test, "data_dir": data_dir, "hub": hub,
+                     "version": version, "layers": layers, "student": student, "unlabelled": unlabelled, **columns}
+            return sweep_shared.run_shared(plan, r, Path(checkpoint), dest, one_run, given,
+                                           [p for p in inputs if p is not None], force)
+        with (writing(dest, force or (sweep.resume and sweeps.is_sweep(dest)), inputs) if ddp.writes()
+              else contextlib.nullcontext(dest)):
             return sweeps.run_sweep(plan, r, Path(checkpoint), dest, one_run, force and not sweep.resume)
     # under torchrun only rank 0 checks, locks and marks `dest`, as for finetune
     with writing(dest, force, inputs) if ddp.writes() else contextlib.nullcontext(dest):

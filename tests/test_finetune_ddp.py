@@ -23,6 +23,7 @@ from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
 from helpers.reviews import review_rows as _rows
 from helpers.reviews import write_csv as _write_csv
+from helpers.sweeps import assert_close_json as _assert_close_json
 from safetensors.torch import load_file
 from squad_synth import all_text, write_squad
 from squad_synth import tiny_checkpoint as squad_checkpoint
@@ -95,21 +96,6 @@ def _outputs(folder: Path) -> dict[str, bytes]:
     skip = {"results.json", "model.safetensors", "recipe.yaml", "bertcli-manifest.json"}  # hashes the weights
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name not in skip and not p.name.startswith(".")}
-
-
-def _assert_close_json(a, b, where: str) -> None:
-    if isinstance(a, float):
-        assert b == pytest.approx(a, rel=1e-3, abs=1e-4), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _assert_close_json(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_close_json(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 @pytest.mark.parametrize("task", ["classify", "ner", "squad"])
@@ -190,8 +176,11 @@ def test_what_torchrun_refuses(monkeypatch):
     assert "multiple of 2" in e.value.fix
     ddp.check(8, "embed")
     ddp.check(8, "distill")
-    with pytest.raises(UserError, match="sweep"):
-        ddp.check_sweep()
+    ddp.check_sweep()                             # a seed / rate sweep: each run on all ranks
+    with pytest.raises(UserError, match="GLUE's sweep"):
+        ddp.check_sweep(protocol=True)
+    with pytest.raises(UserError, match="--shared"):
+        ddp.check_sweep(shared=True)
 
 
 def test_prediction_rows_travel_exactly():

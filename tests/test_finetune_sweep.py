@@ -6,7 +6,6 @@ ends with the figures of an uninterrupted one, a diverged run is counted and the
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import random
@@ -17,53 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ONE_THREAD, assert_user_error, finish, popen_cli, run_cli, wait_paused
-from finetune_fixtures import tiny_checkpoint
+from helpers import sweeps
 
 from bertcli.config.options import parse_rates, parse_seeds
 from bertcli.config.recipe import load_recipe
 from bertcli.core.errors import UserError
 from bertcli.finetune import sweep_summary as ss
 
-POS, NEG = ["good", "great", "fine"], ["bad", "awful", "poor"]
-
-
-def _rows(rng: random.Random, n: int) -> list[tuple[str, str]]:
-    rows = []
-    for _ in range(n):
-        y = rng.randrange(2)
-        rows.append((f"{rng.choice(POS if y else NEG)} {rng.choice('xyz')}", ["neg", "pos"][y]))
-    return rows
-
-
-def _write(path: Path, rows) -> Path:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "label"])
-        w.writerows(rows)
-    return path
+_rows, _write, _classify, _json = sweeps.rows, sweeps.write, sweeps.classify, sweeps.read_json
+_timeless = sweeps.timeless
 
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory) -> Path:
     """A tiny L1 H32 BERT and a binary task it learns in 24 steps at lr 1e-2 (at chance at 1e-3)."""
-    root = tmp_path_factory.mktemp("sweep")
-    rng = random.Random(1)
-    train = _rows(rng, 64)
-    tiny_checkpoint(root / "ckpt", [t for t, _ in train] * 3, hidden=32, layers=1, positions=40)
-    _write(root / "train.csv", train)
-    _write(root / "dev.csv", _rows(rng, 40))
-    _write(root / "test.csv", _rows(rng, 20))
-    return root
-
-
-def _classify(root: Path, out: Path, *extra: str) -> list:
-    return ["finetune", "classify", "-c", root / "ckpt", "--train", root / "train.csv", "--dev", root / "dev.csv",
-            "--test", root / "test.csv", "-o", out, "--epochs", "3", "--max-seq-length", "16", "--batch-size", "8",
-            "--set", "finetune.dropout=0", *extra]
-
-
-def _json(path: Path) -> dict:
-    return json.loads(path.read_text())
+    return sweeps.write_task(tmp_path_factory.mktemp("sweep"))
 
 
 def _plan_line(output: str) -> str:
@@ -71,13 +38,6 @@ def _plan_line(output: str) -> str:
     lines = [line for line in output.splitlines() if line.startswith("sweep: ") and " runs (" in line]
     assert len(lines) == 1, output
     return lines[0]
-
-
-def _timeless(results: dict, folder: Path | None = None) -> dict:
-    """results.json without its timing; `folder`: where it lies, written `<out>` (the test files'
-    paths name the run's folder)."""
-    text = json.dumps({k: v for k, v in results.items() if k != "train_seconds"})
-    return json.loads(text.replace(str(folder), "<out>") if folder is not None else text)
 
 
 # ------------------------------------------------------------------------------------ units

@@ -97,6 +97,7 @@ _FLAGS = (
     Flag("--lr", "Peak learning rate."),
     Flag("--epochs", "Passes over the training set."),
     Flag("--seeds", "Run several seeds."),
+    Flag("--shared", "Let other bertcli processes write this sweep's --out at the same time."),
     # -- the program, not a command
     Flag("--version", "Print the program's version and exit.", only=("",)),
     Flag("--debug", "Show the traceback of an error instead of the one-line message.", only=("",)),
@@ -254,23 +255,27 @@ SWEEP_FLAGS = (
                                                  "mean, sd, median, min and max over them.")),
     ("resume", option(False, "--resume", help="Continue the seed / learning-rate sweep already in --out: "
                                                     "finished runs are kept, an interrupted one starts again.")),
+    ("shared", option(False, "--shared", help="Let other bertcli processes (one per GPU) write this sweep's --out at "
+                                                    "the same time, e.g. --seeds 0,1 on one and --seeds 2,3 on another: "
+                                                    "each run is trained once, the last to finish writes the summary.")),
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class SweepArgs:
     """What the sweep flags asked for: seeds (the text of --seeds, or a list), the rates of an
-    --lr grid (None: the one rate of the recipe / --lr), and --resume."""
+    --lr grid (None: the one rate of the recipe / --lr), --resume and --shared."""
 
     seeds: str | list[int] | None = None
     rates: list[float] | None = None
     resume: bool = False
+    shared: bool = False            # other processes write --out too (finetune/sweep_shared.py)
 
     @property
     def wanted(self) -> bool:
         """Whether this is a sweep at all: without --seeds, one rate and no --resume the run is
         today's single run, its folder and results.json unchanged."""
-        return self.seeds is not None or self.rates is not None or self.resume
+        return self.seeds is not None or self.rates is not None or self.resume or self.shared
 
 
 def parse_rates(text: str | None) -> list[float] | None:
@@ -299,15 +304,17 @@ def parse_rates(text: str | None) -> list[float] | None:
 
 def parse_seeds(spec: str | int | list[int], first: int) -> list[int]:
     """--seeds: N -> [first, first+1, ..., first+N-1] (`first`: the recipe's seed); `1,7,42` -> that
-    list. A UserError (exit 2, one message) for anything else: not integers, negative, repeated,
-    N < 1."""
-    fix = "give --seeds a count (--seeds 5: the recipe's seed and the next four) or a comma list (--seeds 1,7,42)"
+    list, `7,` -> [7] (one seed: a --shared part). A UserError (exit 2, one message) for anything
+    else: not integers, negative, repeated, N < 1."""
+    fix = ("give --seeds a count (--seeds 5: the recipe's seed and the next four) or a comma list (--seeds 1,7,42; "
+           "one seed: --seeds 7,)")
     if isinstance(spec, list):
         values = list(spec)
     else:
         text = str(spec).strip()
         try:
-            values = [int(p) for p in text.split(",")]
+            parts = text.split(",")
+            values = [int(p) for p in (parts[:-1] if len(parts) > 1 and not parts[-1].strip() else parts)]
         except ValueError:
             raise UserError(f"--seeds {text!r} is neither a count nor a comma list of integers",
                             where="the command line", fix=fix) from None
@@ -342,7 +349,7 @@ def finetune_flags(command: Callable[..., Any]) -> Callable[..., Any]:
                    else num_option(None, flag, ge=0, le=MAX_SEED, help=help_text))
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=tp | None))
     for name, opt in SWEEP_FLAGS:
-        sweep_type: object = bool if name == "resume" else str | None
+        sweep_type: object = bool if name in ("resume", "shared") else str | None
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=sweep_type))
 
     @functools.wraps(command)
@@ -353,7 +360,8 @@ def finetune_flags(command: Callable[..., Any]) -> Callable[..., Any]:
             # one rate: the recipe key, as before; a grid: its first rate, so that a task block's
             # rate of the recipe file gives way to the command line's (general_keys_win)
             given["finetune.learning_rate"] = rates[0] if rates else "auto"
-        sweep = SweepArgs(kwargs.pop("seeds"), rates if rates and len(rates) > 1 else None, kwargs.pop("resume"))
+        sweep = SweepArgs(kwargs.pop("seeds"), rates if rates and len(rates) > 1 else None, kwargs.pop("resume"),
+                          kwargs.pop("shared"))
         kwargs["set_"] = [*(kwargs.get("set_") or []),
                           *(f"{key}={jsonout.dumps(value)}" for key, value in given.items() if value is not None)]
         if sweep.wanted:

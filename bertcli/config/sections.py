@@ -535,14 +535,17 @@ class EmbedConfig(TaskOverrides):
 @dataclass
 class FinetuneConfig:
     learning_rate: float | Literal["auto"] = num("auto", gt=0.0, le=bounds.MAX_LR)
-    """Peak learning rate (--lr). `auto`: from the model's size (bertcli/finetune/auto_lr.py):
-    1e-3 up to 2M encoder weights (measured on the quickstart's bert-tiny), 1e-4 up to 30M (Turc
-    et al. 2019's small BERTs), else the task's BERT-paper rate (GLUE / classify 2e-5, NER 5e-5,
-    SQuAD 3e-5); the log and results.json say which rate and why. A number is used as given."""
+    """Peak learning rate (--lr); a number is used as given. `auto`: from the model's size (bertcli/finetune/auto_lr.py): 1e-3
+    up to 2M encoder weights (measured on the quickstart's bert-tiny), 1e-4 up to 30M (Turc et al. 2019's small BERTs), else
+    the task's BERT-paper rate (GLUE / classify 2e-5, NER 5e-5, SQuAD 3e-5); the log and results.json say which rate and why."""
     epochs: float = num(3.0, gt=0.0, le=bounds.MAX_EPOCHS)
     """Passes over the training set."""
     batch_size: int = num(32, ge=1, le=bounds.MAX_BATCH)
-    """Sequences per optimizer step."""
+    """Sequences per optimizer step (under torchrun: the global batch, split over the processes)."""
+    micro_batch_size: int | Literal["auto"] | None = num(None, ge=1, le=bounds.MAX_BATCH, hash=False)
+    """Sequences per forward/backward on one process; the rest of its share of batch_size accumulates, each micro-batch's loss
+    weighted by its labelled units: the whole batch's step (a share that does not divide ends with a shorter micro-batch).
+    `auto`: the largest divisor of the share that fits free memory, as train.micro_batch_size; null: the whole share."""
     max_seq_length: int = num(128, ge=8, le=bounds.MAX_LENGTH)
     """Longer pairs are truncated, longest segment first."""
     warmup_ratio: float = num(0.1, ge=0.0, le=1.0)
@@ -568,22 +571,20 @@ class FinetuneConfig:
     max_train_examples: int | None = num(None, ge=1, le=bounds.MAX_ROWS)
     """Use only the first N training examples (quick experiments)."""
     dropout: float | None = num(0.1, ge=0.0, le=1.0)
-    """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever
-    the checkpoint was pretrained with; null keeps config.json's rates (e.g. ALBERT's 0 / 0.1)."""
+    """Hidden, attention and classifier dropout while fine-tuning (BERT's GLUE setting), whatever the checkpoint was
+    pretrained with; null keeps config.json's rates (e.g. ALBERT's 0 / 0.1)."""
     freeze_encoder: bool = False
-    """Train only the pooler and the classifier on the frozen encoder, which runs without dropout
-    (BERT's feature-based approach): a probe of what pretraining put into the representations."""
+    """Train only the pooler and classifier on the frozen encoder, run without dropout (BERT's feature-based approach)."""
     select: Literal["best", "last"] = "best"
-    """The epoch whose weights are saved and reported: `best` (highest dev score; a tie goes to
-    the later epoch when its training loss is lower) or `last` (as transformers' Trainer without
-    load_best_model_at_end)."""
+    """The epoch whose weights are saved and reported: `best` (highest dev score; a tie goes to the later epoch when its
+    training loss is lower) or `last` (as transformers' Trainer without load_best_model_at_end)."""
     report_to: list[Literal["tensorboard", "wandb", "mlflow"]] | Literal["none"] = nohash("none")
     """As train.report_to, live: one tracker run per (lr, seed), grouped under its sweep, files in its model folder."""
     save_model: bool = nohash(True)
     """Save the best epoch's classifier (a Hugging Face directory) in each task's output folder."""
     bad_rows: Literal["error", "skip"] = "error"
-    """GLUE TSV rows with the wrong number of fields: `error` stops with the file and line,
-    `skip` leaves them out (counted in results.json), as transformers' QQP reader does."""
+    """GLUE TSV rows with the wrong number of fields: `error` stops with the file and line, `skip` leaves them out
+    (counted in results.json), as transformers' QQP reader does."""
     tasks: dict[str, TaskOverrides] = field(default_factory=dict)
     """Per-task overrides of GLUE tasks, e.g. `tasks: {rte: {epochs: 10, learning_rate: 3e-5}}`."""
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
@@ -595,7 +596,6 @@ class FinetuneConfig:
     squad_v2: SquadConfig = field(default_factory=SquadConfig)
     """`bertcli finetune squad --squad-version 2` settings: `bertcli explain finetune.squad_v2`."""
     embed: EmbedConfig = field(default_factory=EmbedConfig)
-    """`bertcli finetune embed` (sentence embeddings): columns, loss, pooling, GradCache,
-    Matryoshka dimensions: `bertcli explain finetune.embed`."""
+    """`bertcli finetune embed` (sentence embeddings): columns, loss, pooling, GradCache, Matryoshka dimensions."""
     distill: DistillConfig = field(default_factory=DistillConfig)
     """`bertcli distill` (a smaller student from a fine-tuned teacher): temperature, loss weights."""

@@ -66,12 +66,16 @@ def check(batch_size: int, what: str) -> None:
                         f"torchrun started", fix=f"give --batch-size a multiple of {n}, or another --nproc_per_node")
 
 
-def check_sweep() -> None:
-    """A sweep (seeds, learning rates) runs as one process: under torchrun every rank would
-    write the sweep folder."""
-    if world_size() > 1:
-        raise UserError(f"a sweep (--seeds, --lr lists) does not run under torchrun yet (WORLD_SIZE={world_size()})",
-                        fix="run the sweep as one process, or each seed as its own torchrun run with --seed")
+def check_sweep(protocol: bool = False, shared: bool = False) -> None:
+    """A sweep under torchrun runs each (rate, seed) run on all ranks, rank 0 writing the sweep
+    folder (finetune/sweep.py); not a command's own protocol (GLUE's tasks, --from-mnli) nor a
+    --shared folder, whose processes each choose their runs."""
+    if world_size() > 1 and (protocol or shared):
+        what = "--shared" if shared else "GLUE's sweep (its tasks, --from-mnli)"
+        raise UserError(f"{what} does not run under torchrun (WORLD_SIZE={world_size()})",
+                        fix="run it as one process per GPU (CUDA_VISIBLE_DEVICES=N), or each task as its own "
+                            "torchrun sweep" if shared else "run each task as its own torchrun sweep, or run it as "
+                            "one process")
 
 
 def join(device_spec: str) -> Dist:

@@ -34,7 +34,7 @@ from bertcli.core.errors import UserError
 from bertcli.core.fs import building
 from bertcli.core.machine import use_threads
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import auto_lr, ddp, outcome, tracking
+from bertcli.finetune import accumulate, auto_lr, ddp, outcome, tracking
 from bertcli.finetune.classification.submission import write_json
 from bertcli.finetune.progress import fit_progress
 from bertcli.finetune.task import Features, Hyper, Split, Task
@@ -239,6 +239,10 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     scaler = make_grad_scaler(cfg.precision, device)
     guard = StepGuard(max_bad_steps=20, what=f"fine-tuning {task.name}")
     params = [p for p in model.parameters() if p.requires_grad] + extra
+    def batch_of(index: np.ndarray) -> dict:
+        return collate(train, index, pad_id)
+
+    micro = accumulate.choose(task, model, train, cfg, hyper.batch_size, batch_of, device, d, teacher, opt)
 
     best: FitResult | None = None
     best_state: dict[str, torch.Tensor] | None = None
@@ -259,7 +263,7 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                 pause_point(f"finetune-step-{step + 1}", until=lambda: stop.signum is not None)
                 if step >= total or halted():
                     break
-                if d is None:
+                if d is None and micro is None:
                     batch = _to(collate(train, perm[start:start + hyper.batch_size], pad_id), device)
                     with autocast(cfg.precision, device):
                         outputs = task.forward(model, batch, train=True)
@@ -268,8 +272,15 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
                     scaler.scale(loss).backward()
                     value = float(loss.detach())
                 else:
-                    value, stopped = ddp_backward(model, task, train, perm[start:start + hyper.batch_size], pad_id,
-                                                  cfg, device, opt, scaler, params, d, stop.signum is not None, teacher)
+                    if micro is not None:    # gradient accumulation (finetune/accumulate.py), alone or under torchrun
+                        value, stopped = accumulate.backward(model, task, batch_of, perm[start:start + hyper.batch_size],
+                                                             cfg, device, opt, scaler, params, micro, d,
+                                                             stop.signum is not None)
+                    else:
+                        assert d is not None
+                        value, stopped = ddp_backward(model, task, train, perm[start:start + hyper.batch_size], pad_id,
+                                                      cfg, device, opt, scaler, params, d, stop.signum is not None,
+                                                      teacher)
                     if stopped:              # another rank was signalled: stop here too, at the same step
                         stop.signum = stop.signum or signal.SIGTERM
                         agreed.append(stop.signum)

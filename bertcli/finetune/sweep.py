@@ -19,6 +19,7 @@ The layer above the runner: it knows nothing of any task; `one_run(recipe, folde
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,10 +35,11 @@ from bertcli.config.recipe import Recipe
 from bertcli.core import console
 from bertcli.core.errors import Diverged, UserError
 from bertcli.core.fs import building, write_text_atomic
+from bertcli.core.locks import run_lock
 from bertcli.core.machine import choose_threads
 from bertcli.core.outputs import TEMP_TAG, claim, drop_files, listed_files
 from bertcli.core.testhooks import pause_point
-from bertcli.finetune import sweep_summary, tracking
+from bertcli.finetune import ddp, sweep_summary, tracking
 from bertcli.finetune.classification.submission import write_json
 from bertcli.model.card import CARD, card_wanted, finetune_card
 from bertcli.train.trackers import TRACKER_FILES
@@ -92,7 +94,7 @@ def read_plan(out: Path) -> Plan:
 def make_plan(command: str, checkpoint: Path, recipe: Recipe, sweep: SweepArgs, out: Path) -> Plan:
     """The plan: a new one from the flags, or with --resume the one recorded in `out`, which the
     flags given must not contradict (a resumed sweep is the same sweep)."""
-    if sweep.resume and is_sweep(out):
+    if sweep.resume and not sweep.shared and is_sweep(out):    # --shared merges its seeds in (sweep_shared)
         plan = read_plan(out)
         given: dict[str, object] = {"command": command, "checkpoint": str(checkpoint)}
         if sweep.seeds is not None:
@@ -140,8 +142,9 @@ def finished(folder: Path) -> dict | None:
 def record_diverged(folder: Path, recipe: Recipe, lr: float | None, seed: int, error: Diverged) -> dict:
     """A diverged run's results.json (nothing else was written): counted, never run again."""
     results = {"seed": seed, "learning_rate": lr, "diverged": {"message": error.what, "fix": error.fix}}
-    with building(folder, recipe) as tmp:
-        write_json(tmp / "results.json", results)
+    if ddp.writes():                   # under torchrun every rank diverged alike; rank 0 writes
+        with building(folder, recipe) as tmp:
+            write_json(tmp / "results.json", results)
     console.log(f"warning: {folder.name}: {error.what}; counted as diverged, the sweep goes on")
     return results
 
@@ -239,17 +242,19 @@ def _duration(seconds: float) -> str:
 
 
 def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe, Path], dict], label: str,
-               clock: Clock, top: Path | None = None, also: tuple[Path, ...] = ()) -> list[dict]:
+               clock: Clock, top: Path | None = None, also: tuple[Path, ...] = (),
+               done: dict[str, dict] | None = None) -> list[dict]:
     """Each (rate, seed) of the plan in turn into root/<folder>; a finished run is read, not run
-    again. After each run, --out's marker (`top`, default `root`) lists its files (and those
-    under `also`), so that a sweep killed between runs can be resumed. Returns the runs'
-    records (sweep_summary.run_record + their rate group)."""
+    again (`done`: the finished runs every rank agreed on under torchrun, else read here). After
+    each run, --out's marker (`top`, default `root`) lists its files (and those under `also`),
+    so that a sweep killed between runs can be resumed; under torchrun rank 0 alone writes.
+    Returns the runs' records (sweep_summary.run_record + their rate group)."""
     records: list[dict] = []
     todo = plan.runs()
     for i, (lr, seed, rel) in enumerate(todo, 1):
         folder = root / rel
         pause_point(f"sweep-{label}-run-{i}")
-        results = finished(folder)
+        results = finished(folder) if done is None else done.get(rel)
         if results is not None:
             console.log(f"{label} run {i}/{len(todo)} ({rel}): finished earlier, kept")
         else:
@@ -257,15 +262,18 @@ def sweep_runs(plan: Plan, recipe: Recipe, root: Path, one_run: Callable[[Recipe
                         + f"seed {seed}")
             start = time.monotonic()
             this = run_recipe(recipe, lr, seed, plan.threads)
-            try:
-                with tracking.in_sweep(f"{(top or root).name}-{label}", folder):   # its tracker runs' group
-                    results = one_run(this, folder)
-            except Diverged as e:
-                results = record_diverged(folder, this, lr, seed, e)
+            # the run's own lock, as a --shared sweep's processes take it (sweep_shared.py): never two trainers
+            with run_lock(folder) if ddp.writes() else contextlib.nullcontext():
+                try:
+                    with tracking.in_sweep(f"{(top or root).name}-{label}", folder):   # its tracker runs' group
+                        results = one_run(this, folder)
+                except Diverged as e:
+                    results = record_diverged(folder, this, lr, seed, e)
             clock.ran(time.monotonic() - start, results)
         records.append({**sweep_summary.run_record(lr, seed, rel, results), "group": lr})
-        prune(root, records)
-        claim(top or root, [folder, *also])
+        if ddp.writes():
+            prune(root, records)
+            claim(top or root, [folder, *also])
     return records
 
 
@@ -312,6 +320,7 @@ def keep_model(run_folder: Path, dest: Path, entry: dict | None = None, language
     if entry is not None and results is not None and CARD in model_files(run_folder) and card_wanted(dest):
         write_text_atomic(dest / CARD, finetune_card(results, language, float(results.get("train_seconds") or 0.0),
                                                      None, sweep=entry))
+        return [*files, CARD]
     return files
 
 
@@ -339,22 +348,49 @@ def describe(plan: Plan, tasks: int = 1, cost: Cost | None = None) -> str:
 
 def run_sweep(plan: Plan, recipe: Recipe, checkpoint: Path, out: Path, one_run: Callable[[Recipe, Path], dict],
               force: bool = False) -> dict:
-    """One task's sweep into `out`; results.json's content ({"sweep": ...})."""
+    """One task's sweep into `out`; results.json's content ({"sweep": ...}). Under torchrun
+    every run trains on all ranks (the engine's DDP) and rank 0 alone writes the sweep folder."""
     out = Path(out)
-    groups = len(plan.rates or [None])
-    check_disk(out, checkpoint, groups + 2)
-    start(plan, out, force)
-    cost = count_cost(plan, recipe, out, one_run)
+    if ddp.writes():
+        check_disk(out, checkpoint, len(plan.rates or [None]) + 2)
+        start(plan, out, force)
+    cost = count_cost(plan, recipe, out, one_run)      # every rank checks its inputs, before joining
+    plan, done = agree(plan, recipe, out)
     console.log(describe(plan, cost=cost))
-    records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(cost.left))
+    records = sweep_runs(plan, recipe, out, one_run, plan.command, Clock(cost.left), done=done)
+    return finish(plan, out, records, recipe.language)
+
+
+def agree(plan: Plan, recipe: Recipe, out: Path) -> tuple[Plan, dict[str, dict] | None]:
+    """Under torchrun: rank 0's plan (its thread count) and its finished runs (--resume), for
+    every rank, so that all train the same runs whatever each one's view of --out; the group is
+    joined here, after count_cost ran every rank's input checks. Alone: (plan, None)."""
+    if ddp.world_size() <= 1:
+        return plan, None
+    from bertcli.train.distributed import all_gather_json
+
+    d = ddp.join(recipe.finetune.device)
+    mine = {"plan": plan.record(), "done": {rel: r for _, _, rel in plan.runs() if (r := finished(out / rel))}}
+    with ddp.peers(d):
+        first = all_gather_json(d, mine if d.main else None)[0]
+    agreed = Plan(**{f.name: first["plan"][f.name] for f in dataclasses.fields(Plan)})
+    return agreed, first["done"]
+
+
+def finish(plan: Plan, out: Path, records: list[dict], language: list[str] | None = None) -> dict:
+    """The sweep's summary from its runs' records (plan order): the kept model and results.json
+    in `out` (rank 0), the table; results.json's content."""
+    groups = len(plan.rates or [None])
     runs = [{k: v for k, v in r.items() if k != "group"} for r in records]
     entry = sweep_summary.task_entry(runs, plan.rates, sweep_summary.score_name(runs))
     first = next((r for r in records if r["status"] != "diverged"), None)
     name = (finished(out / first["dir"]) or {}).get("task", plan.command) if first else plan.command
     summary = header(plan, {name: entry})
-    if entry["kept"] is not None:
-        keep_model(out / entry["kept"]["dir"], out, entry, recipe.language)
+    if not ddp.writes():
+        return summary
+    kept = keep_model(out / entry["kept"]["dir"], out, entry, language) if entry["kept"] is not None else []
     write_json(out / "results.json", summary)
+    claim(out, [out / "results.json", *(out / f for f in kept)])    # now: a shared sweep has no writing() around
     console.summary(f"{name}: {len(plan.seeds)} seeds x {groups} rate(s), x100", sweep_summary.rows(name, entry))
     console.log(f"runs in {out}; the model there is {entry['kept']['dir']}'s" if entry["kept"] else
                 f"runs in {out}; no model kept (no rate has a finished median)")

@@ -175,6 +175,9 @@ class Task(Generic[S, P]):
     name: str = "task"
     head: str = "classification"
     labels: tuple[str, ...] | None = None
+    # `loss` is a mean over independent labelled units (loss_units), so a batch may be cut into
+    # micro-batches (finetune/accumulate.py); False where it spans the batch (embed's in-batch negatives)
+    accumulates: bool = True
     hyper: Hyper
     data: TaskSplits[S]
 

@@ -60,6 +60,7 @@ def check_block(block, batch_size: int, hidden_size: int, checkpoint: Path) -> N
 class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
     name = "embed"
     head = "pretraining"  # the encoder is all it reads; the checkpoint's own heads load and stay unused
+    accumulates = False   # in-batch negatives: a micro-batch would see fewer (GradCache: --mini-batch-size)
 
     def __init__(self, cfg: FinetuneConfig, train: Path, dev: Path | None, checkpoint: Path, encoding: str | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
