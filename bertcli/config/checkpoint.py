@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
+from bertcli.config.families import FAMILIES, LAYOUTS, FamilySpec, spec_for_model_type
 from bertcli.config.model import EncoderConfig
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
@@ -47,7 +47,8 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     spec = spec_for_model_type(d.get("model_type"))
     if spec is None:
         raise UserError(f"unsupported model_type {d.get('model_type')!r} in config.json", where=where,
-                        fix="bertcli loads " + ", ".join(s.model_type for s in FAMILIES.values()) + " checkpoints")
+                        fix="bertcli loads " + ", ".join(s.model_type for s in (*FAMILIES.values(), *LAYOUTS.values()))
+                            + " checkpoints")
     # Any, not Any | None: a missing key fails in int()/float() below as a UserError.
     get: Callable[..., Any] = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
     extra = d.get("bertcli") or {}
@@ -95,6 +96,7 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
         **(_attention_pattern(get, layers, where) if spec.attention == "alternating" else {}),
         **(_rope_thetas(get) if rotary else {}),
         **({"classifier_pooling": get("classifier_pooling", "cls")} if spec.task_head == "prediction_head" else {}),
+        layout=spec.layout,
     )
     return c.validate(where)
 

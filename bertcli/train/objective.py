@@ -16,8 +16,9 @@ import torch
 
 from bertcli.config.generator import generator_shape
 from bertcli.config.model import EncoderConfig
-from bertcli.model.checkpoint import save_checkpoint
-from bertcli.model.electra import RTD_WEIGHT, RTDModel, RTDOutput, generator_config
+from bertcli.model.checkpoint import RTD_HEAD, save_checkpoint
+from bertcli.model.electra import RTD_WEIGHT, Discriminator, RTDModel, RTDOutput, generator_config, rtd_layout
+from bertcli.model.hf import weight_map
 from bertcli.model.heads import PreTrainingModel
 
 
@@ -47,23 +48,43 @@ class RTDObjective:
 
 
 def build_rtd(c: EncoderConfig, recipe) -> RTDModel:
-    """Generator + discriminator for the recipe; the discriminator has the built model's config."""
+    """Generator + discriminator for the recipe; the discriminator has the built model's config,
+    in the layout its checkpoints are written in (ELECTRA's for the BERT family: rtd_layout)."""
     m = recipe.model
+    c = rtd_layout(c)
     return RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
                                                             c.num_attention_heads)))
 
 
 def save_rtd(model: torch.nn.Module, directory: Path, tokenizer_dir: Path) -> list[str]:
-    """The discriminator as the family's pretraining checkpoint in `directory` (what fine-tuning
-    reads: its encoder; the MLM head there is untrained), the generator as the family's MLM
-    checkpoint in `directory/generator`."""
+    """The discriminator in `directory`, the generator as an MLM checkpoint in `directory/generator`.
+
+    ELECTRA layout (BERT family): ElectraForPreTraining (encoder + discriminator_predictions) and
+    ElectraForMaskedLM. Other families: the family's pretraining checkpoint (its encoder is the
+    discriminator; the MLM head there is untrained filler) with the RTD head in bertcli's own
+    rtd_head.safetensors beside it, and the family's MLM checkpoint of the generator."""
     rtd: Any = model
     while not isinstance(rtd, RTDModel):   # inside torch.compile / DDP wrappers
         rtd = getattr(rtd, "_orig_mod", None) or rtd.module
-    notes = save_checkpoint(_view(rtd.config, rtd.encoder, None), directory, tokenizer_dir=tokenizer_dir)
+    if rtd.config.layout:
+        with torch.random.fork_rng():   # building the view must not move the training's random streams
+            disc = Discriminator(rtd.config)
+        disc.encoder, disc.discriminator_head = rtd.encoder, rtd.discriminator_head
+        notes = save_checkpoint(disc, directory, tokenizer_dir=tokenizer_dir)
+    else:
+        notes = save_checkpoint(_view(rtd.config, rtd.encoder, None), directory, tokenizer_dir=tokenizer_dir,
+                                extra={RTD_HEAD: _head_tensors(rtd)})
     save_checkpoint(_view(rtd.generator_config, rtd.generator, rtd.generator_mlm), Path(directory) / "generator",
                     tokenizer_dir=tokenizer_dir)
     return notes
+
+
+def _head_tensors(rtd: RTDModel) -> dict[str, torch.Tensor]:
+    """The RTD head's tensors under transformers' Electra names (discriminator_predictions.*)."""
+    state = rtd.state_dict()
+    return {copies[0][0]: state[ours].detach().to("cpu", copy=True).contiguous()
+            for ours, copies in weight_map(rtd.config, "discriminator").items()
+            if ours.startswith("discriminator_head.")}
 
 
 def _view(c: EncoderConfig, encoder, mlm) -> PreTrainingModel:
