@@ -8,6 +8,7 @@ import json
 import shutil
 
 import pytest
+import torch
 from conftest import ONE_THREAD, run_cli, write_documents
 from helpers.pretrain import model_records, pretrain_cli
 
@@ -73,3 +74,13 @@ def test_finetune_classify_reads_the_rtd_discriminator(runs):
     tuned = read_weights(out)   # the fine-tuned encoder has the discriminator's width (32), not the generator's (16)
     assert next(v for k, v in tuned.items() if k.endswith("word_embeddings.weight")).shape[1] == 32
     assert next(v for k, v in tuned.items() if k.endswith("layer.0.output.dense.weight")).shape == (32, 64)
+    # an ElectraForSequenceClassification (dense -> gelu -> out_proj): transformers gives bertcli's logits
+    transformers = pytest.importorskip("transformers")
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["ElectraForSequenceClassification"]
+    ours = load_checkpoint(out, "classification")[0]
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3], [2, 8, 3, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=ids, attention_mask=mask).logits, ours(ids, mask),
+                                   atol=1e-5, rtol=1e-4)

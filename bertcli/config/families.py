@@ -317,6 +317,9 @@ DISCRIMINATOR = ("discriminator_predictions.dense", "discriminator_predictions.d
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
 # layout name -> (spec); each is one family's encoder in another transformers format
 LAYOUTS: Mapping[str, FamilySpec] = MappingProxyType({ELECTRA.layout: ELECTRA})
+# config.json architectures of a replaced-token discriminator (ElectraForPreTraining): an encoder
+# with no MLM head, which fill-mask cannot use and features / export read as the bare encoder
+DISCRIMINATOR_ARCHITECTURES = frozenset(s.architectures["discriminator"] for s in LAYOUTS.values())
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 # every family's mask token: fill-mask and predict accept any of them in a text, whatever the model's
 MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))

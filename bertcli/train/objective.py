@@ -18,8 +18,8 @@ from bertcli.config.generator import generator_shape
 from bertcli.config.model import EncoderConfig
 from bertcli.model.checkpoint import RTD_HEAD, save_checkpoint
 from bertcli.model.electra import RTD_WEIGHT, Discriminator, RTDModel, RTDOutput, generator_config, rtd_layout
-from bertcli.model.hf import weight_map
 from bertcli.model.heads import PreTrainingModel
+from bertcli.model.hf import weight_map
 
 
 class RTDObjective:
