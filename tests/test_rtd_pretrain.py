@@ -84,3 +84,28 @@ def test_finetune_classify_reads_the_rtd_discriminator(runs):
     with torch.no_grad():
         torch.testing.assert_close(theirs(input_ids=ids, attention_mask=mask).logits, ours(ids, mask),
                                    atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("with_generator", [True, False], ids=["disc+gen", "disc-only"])
+def test_rtd_continues_from_an_rtd_checkpoint(runs, with_generator):
+    """--init-from an RTD final/: the discriminator (encoder + RTD head) is restored, and the
+    generator too when generator/ is there (else it starts fresh at the configured shape). A
+    learning rate of 1e-30 leaves the weights where they started, so final/ shows the start."""
+    src = runs / "whole" / "final"
+    if not with_generator:   # the discriminator alone, as transformers saves it (ElectraForPreTraining)
+        transformers = pytest.importorskip("transformers")
+        src = runs / "disc-only"
+        transformers.AutoModelForPreTraining.from_pretrained(runs / "whole" / "final").save_pretrained(src)
+        transformers.AutoTokenizer.from_pretrained(runs / "whole" / "final").save_pretrained(src)
+    out = runs / f"continued-{with_generator}"
+    r = run_cli("pretrain", "-r", "continue-tiny", "--init-from", src, *RTD, "--set", f"corpus.sources=[{runs / 'corpus.txt'}]",
+                "--set", f"output_dir={out}", "--set", "train.max_steps=1", "--set", "train.learning_rate=1e-30",
+                "--set", "train.batch_size=4", "--set", "train.eval_batches=1", "--set", "data.max_seq_length=32",
+                cwd=runs, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    a, b = read_weights(src), read_weights(out / "final")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)   # RTD head included
+    ga, gb = read_weights(runs / "whole" / "final" / "generator"), read_weights(out / "final" / "generator")
+    # the shared embeddings are the discriminator's; key biases get no gradient (softmax ignores them): 0 in both
+    same = [torch.allclose(ga[k], gb[k], atol=1e-6) for k in ga if "embeddings" not in k and not k.endswith("key.bias")]
+    assert all(same) if with_generator else not any(same)

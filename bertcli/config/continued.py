@@ -84,6 +84,27 @@ def resolve_init_from(recipe: Recipe) -> None:
         setattr(t, key, have)
     if lowercase is not None and "lowercase" not in tgiven:
         t.lowercase = lowercase
+    if recipe.train.objective == "rtd":
+        _generator_from(recipe, path / "generator")
+
+
+def _generator_from(recipe: Recipe, gen_dir: Path) -> None:
+    """train.objective rtd from an RTD checkpoint with generator/: model.generator takes that
+    generator's shape (its weights are restored); a recipe value that contradicts it is refused.
+    Without generator/, the generator starts fresh at the configured shape."""
+    if not (gen_dir / "config.json").is_file():
+        return
+    g, want = read_config(gen_dir), recipe.model.generator
+    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    clash = [(k, getattr(want, k), getattr(g, k)) for k in keys if getattr(want, k) not in (None, getattr(g, k))]
+    if clash:
+        shown = "; ".join(f"model.generator.{k} is {a!r} in the recipe, {b!r} in {gen_dir}" for k, a, b in clash)
+        raise UserError(f"the recipe contradicts the generator it continues: {shown}",
+                        where=f"{recipe.source}: model.generator",
+                        fix="remove those keys (the generator keeps its shape), or start from the discriminator alone "
+                            "(a directory without generator/: the generator then starts fresh)")
+    for k in keys:
+        setattr(want, k, getattr(g, k))
 
 
 def _same(a: Any, b: Any) -> bool:

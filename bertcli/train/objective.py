@@ -16,10 +16,12 @@ import torch
 
 from bertcli.config.generator import generator_shape
 from bertcli.config.model import EncoderConfig
+from bertcli.core import console
 from bertcli.model.checkpoint import RTD_HEAD, save_checkpoint
 from bertcli.model.electra import RTD_WEIGHT, Discriminator, RTDModel, RTDOutput, generator_config, rtd_layout
 from bertcli.model.heads import PreTrainingModel
 from bertcli.model.hf import weight_map
+from bertcli.model.init_from import init_rtd
 
 
 class RTDObjective:
@@ -47,13 +49,20 @@ class RTDObjective:
         return world_size * RTD_WEIGHT / max(1.0, global_tokens)
 
 
-def build_rtd(c: EncoderConfig, recipe) -> RTDModel:
+def build_rtd(c: EncoderConfig, recipe, start: torch.nn.Module | None = None) -> RTDModel:
     """Generator + discriminator for the recipe; the discriminator has the built model's config,
-    in the layout its checkpoints are written in (ELECTRA's for the BERT family: rtd_layout)."""
+    in the layout its checkpoints are written in (ELECTRA's for the BERT family: rtd_layout).
+    With model.init_from, `start` (the model loaded from it) and the checkpoint's RTD head and
+    generator/ give the weights (bertcli.model.init_from.init_rtd)."""
     m = recipe.model
     c = rtd_layout(c)
-    return RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
-                                                            c.num_attention_heads)))
+    rtd = RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
+                                                           c.num_attention_heads)))
+    if m.init_from is not None and start is not None:
+        assert isinstance(start, PreTrainingModel), "init_model builds a PreTrainingModel"
+        for note in init_rtd(rtd, start, Path(m.init_from)):
+            console.log(f"init: {note}")
+    return rtd
 
 
 def save_rtd(model: torch.nn.Module, directory: Path, tokenizer_dir: Path) -> list[str]:
