@@ -109,3 +109,37 @@ def test_rtd_continues_from_an_rtd_checkpoint(runs, with_generator):
     # the shared embeddings are the discriminator's; key biases get no gradient (softmax ignores them): 0 in both
     same = [torch.allclose(ga[k], gb[k], atol=1e-6) for k in ga if "embeddings" not in k and not k.endswith("key.bias")]
     assert all(same) if with_generator else not any(same)
+
+
+def test_evaluate_and_fill_mask_of_an_rtd_run_use_its_generator(runs):
+    """evaluate: the MLM figures of final/ are those of final/generator, plus the discriminator's
+    accuracy and AUC on the generator's replacements; fill-mask answers with the generator."""
+    final = runs / "whole" / "final"
+
+    def evaluate(checkpoint):
+        r = run_cli("evaluate", "-c", checkpoint, "--corpus", runs / "corpus.txt", "--cache", runs / "eval-cache",
+                    "--pppl-rows", "2", "--max-seq-length", "32", "--json", cwd=runs, env=ONE_THREAD)
+        assert r.rc == 0, r.output
+        return json.loads(r.stdout)
+
+    rtd, gen = evaluate(final), evaluate(final / "generator")
+    assert rtd["generator"] == str(final / "generator") and "generator" not in gen
+    a, b = rtd["corpora"][0], gen["corpora"][0]
+    for key in ("masked", "mlm_loss", "mlm_acc", "pseudo_perplexity"):
+        assert a[key] == b[key], key
+    assert "rtd_acc" not in b and 0 < a["replaced"] < 1 and 0 <= a["rtd_acc"] <= 1 and 0 <= a["rtd_auc"] <= 1
+    fills = [json.loads(run_cli("fill-mask", "-c", d, "alpha [MASK] gamma", "--json", cwd=runs, env=ONE_THREAD).stdout)
+             for d in (final, final / "generator")]
+    assert fills[0] == fills[1]
+
+
+def test_roc_auc_is_the_pairwise_probability():
+    from bertcli.serve.evaluate import roc_auc
+
+    g = torch.Generator().manual_seed(0)
+    score = torch.randint(0, 6, (40,), generator=g).float()     # many ties
+    label = torch.rand(40, generator=g) < 0.3
+    pos, neg = score[label], score[~label]
+    pairs = (pos[:, None] > neg[None]).double() + 0.5 * (pos[:, None] == neg[None]).double()
+    assert roc_auc(score, label) == pytest.approx(pairs.mean().item(), abs=1e-12)
+    assert roc_auc(score, torch.zeros(40, dtype=torch.bool)) is None

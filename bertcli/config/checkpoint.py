@@ -142,6 +142,13 @@ def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConf
     return from_hf_config(json_object(path), str(path), head)
 
 
+def rtd_generator(directory: str | Path) -> Path | None:
+    """The generator/ beside an RTD discriminator (pretrain with train.objective: rtd writes one
+    into final/ and every step checkpoint), or None: where MLM figures of the run come from."""
+    g = Path(directory) / "generator"
+    return g if (g / "config.json").is_file() else None
+
+
 def json_object(path: Path) -> dict[str, Any]:
     """The JSON object in `path` (config.json, tokenizer_config.json); one message for a file
     that is not UTF-8 JSON or holds something else."""

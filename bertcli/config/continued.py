@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertcli.config.checkpoint import read_config, tokenizer_source, weight_files
+from bertcli.config.checkpoint import read_config, rtd_generator, tokenizer_source, weight_files
 from bertcli.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -84,16 +84,15 @@ def resolve_init_from(recipe: Recipe) -> None:
         setattr(t, key, have)
     if lowercase is not None and "lowercase" not in tgiven:
         t.lowercase = lowercase
-    if recipe.train.objective == "rtd":
-        _generator_from(recipe, path / "generator")
+    gen_dir = rtd_generator(path)
+    if recipe.train.objective == "rtd" and gen_dir is not None:
+        _generator_from(recipe, gen_dir)
 
 
 def _generator_from(recipe: Recipe, gen_dir: Path) -> None:
     """train.objective rtd from an RTD checkpoint with generator/: model.generator takes that
     generator's shape (its weights are restored); a recipe value that contradicts it is refused.
     Without generator/, the generator starts fresh at the configured shape."""
-    if not (gen_dir / "config.json").is_file():
-        return
     g, want = read_config(gen_dir), recipe.model.generator
     keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     clash = [(k, getattr(want, k), getattr(g, k)) for k in keys if getattr(want, k) not in (None, getattr(g, k))]

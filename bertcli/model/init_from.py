@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bertcli.config.checkpoint import rtd_generator
 from bertcli.core.errors import UserError
 from bertcli.tokenization.extend import init_new_rows
 
@@ -111,9 +112,9 @@ def init_rtd(rtd: RTDModel, start: PreTrainingModel, src: Path) -> list[str]:
             notes.append(f"the RTD head starts fresh ({src} has none: not an RTD checkpoint)")
         else:
             rtd.discriminator_head.load_state_dict(disc.discriminator_head.state_dict())
-        gen_dir = src / "generator"
-        if not (gen_dir / "config.json").is_file():
-            notes.append(f"the generator starts fresh ({gen_dir} does not exist)")
+        gen_dir = rtd_generator(src)
+        if gen_dir is None:
+            notes.append(f"the generator starts fresh ({src} has no generator/)")
             return notes
         gen, _ = load_checkpoint(gen_dir, "pretraining")
         assert isinstance(gen, PreTrainingModel)
