@@ -15,6 +15,7 @@ from helpers.export import write_tokenizer
 from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
 
 from bertcli.config.model import encoder_config
+from bertcli.core.errors import UserError
 from bertcli.model.checkpoint import RTD_HEAD, load_checkpoint, read_weights, save_checkpoint
 from bertcli.model.electra import RTDModel, generator_config, rtd_layout
 from bertcli.model.heads import SequenceClassifier
@@ -107,6 +108,12 @@ def test_electra_classifier_loads_both_ways(tmp_path):
     with torch.no_grad():
         want = theirs(**x).logits
         torch.testing.assert_close(ours(**x), want, atol=1e-5, rtol=1e-4)
+        pre = transformers.ElectraForPreTraining(hf_cfg).eval()   # and transformers' discriminator
+        randomize(pre, 5)
+        pre.save_pretrained(tmp_path / "disc")
+        disc = load_checkpoint(tmp_path / "disc", "discriminator")[0]
+        real = x["attention_mask"].bool()
+        torch.testing.assert_close(disc(**x)[real], pre(**x).logits[real], atol=1e-5, rtol=1e-4)
         randomize(ours, 4)                                   # bertcli's own weights, written and read back
         save_checkpoint(ours, tmp_path / "ours")
         again = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "ours").eval()
@@ -133,3 +140,12 @@ def test_roberta_discriminator_is_its_own_checkpoint_with_bertcli_rtd_head(tmp_p
         real = x["attention_mask"].bool()
         torch.testing.assert_close(base(input_ids=x["input_ids"], attention_mask=x["attention_mask"])
                                    .last_hidden_state[real], hidden[real], atol=1e-5, rtol=1e-4)
+
+
+def test_pre_ln_bert_is_written_in_its_own_layout():
+    """transformers' Electra has post-LN layers only: a pre-LN BERT RTD model keeps the BERT
+    layout (and rtd_head.safetensors), and an Electra-layout pre-LN config is refused."""
+    c = encoder_config(tiny_section("bert", norm="pre"), VOCAB, 0)
+    assert rtd_layout(c).layout == "" and rtd_layout(c.replace(norm="post")).layout == "electra"
+    with pytest.raises(UserError, match="post-LN layers only"):
+        c.replace(layout="electra").validate()
