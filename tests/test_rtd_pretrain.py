@@ -55,6 +55,8 @@ def test_rtd_final_holds_discriminator_and_generator(runs):
     d, g = read_weights(final), read_weights(final / "generator")
     word = [k for k in d if k.endswith("word_embeddings.weight")][0]
     assert d[word].equal(g[word])          # one shared table, written in both
+    card = (final / "README.md").read_text()   # the card says what the directory is, and how transformers loads it
+    assert "pipeline_tag: feature-extraction" in card and "AutoModelForPreTraining.from_pretrained" in card
 
 
 def test_finetune_classify_reads_the_rtd_discriminator(runs):
