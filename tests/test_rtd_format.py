@@ -114,6 +114,11 @@ def test_electra_classifier_loads_both_ways(tmp_path):
         disc = load_checkpoint(tmp_path / "disc", "discriminator")[0]
         real = x["attention_mask"].bool()
         torch.testing.assert_close(disc(**x)[real], pre(**x).logits[real], atol=1e-5, rtol=1e-4)
+        tagger = transformers.ElectraForTokenClassification(hf_cfg).eval()   # per-token heads: no pooler either
+        randomize(tagger, 6)
+        tagger.save_pretrained(tmp_path / "tagger")
+        mine = load_checkpoint(tmp_path / "tagger", "token")[0]
+        torch.testing.assert_close(mine(**x)[real], tagger(**x).logits[real], atol=1e-5, rtol=1e-4)
         randomize(ours, 4)                                   # bertcli's own weights, written and read back
         save_checkpoint(ours, tmp_path / "ours")
         again = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "ours").eval()
