@@ -132,13 +132,14 @@ def test_roberta_discriminator_is_its_own_checkpoint_with_bertcli_rtd_head(tmp_p
     save_rtd(m, tmp_path / "final", tokenizer_dir=tmp_path / "tok")
     cfg = json.loads((tmp_path / "final" / "config.json").read_text())
     assert cfg["model_type"] == "roberta"
-    assert set(read_weights(tmp_path / "final")).isdisjoint(
-        {"discriminator_predictions.dense.weight"})           # the head is bertcli's own file
+    stored = set(read_weights(tmp_path / "final"))          # the encoder alone: no MLM filler, the RTD head ...
+    assert all(k.startswith("roberta.") for k in stored) and "roberta.embeddings.word_embeddings.weight" in stored
+    assert (tmp_path / "final" / RTD_HEAD).is_file()        # ... is bertcli's own file
     x = _inputs("roberta")
     with torch.no_grad():
         want = m.discriminator_logits(x["input_ids"], x["attention_mask"], None)
         disc, report = load_checkpoint(tmp_path / "final", "discriminator")
-        assert not report.fresh and (tmp_path / "final" / RTD_HEAD).is_file()
+        assert not report.fresh
         torch.testing.assert_close(disc(x["input_ids"], x["attention_mask"]), want, atol=1e-6, rtol=1e-5)
         hidden = m.encoder(x["input_ids"], x["attention_mask"], None).padded()
         base = transformers.AutoModel.from_pretrained(tmp_path / "final", add_pooling_layer=False).eval()

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from bertcli.config.checkpoint import LABELLED_HEADS, read_config, weight_files
-from bertcli.config.families import FamilySpec
+from bertcli.config.families import DISCRIMINATOR, FamilySpec
 from bertcli.config.model import EncoderConfig
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
@@ -93,12 +93,12 @@ def head_of(model: Model) -> str:
 
 
 # ------------------------------------------------------------------------------------------ save
-def save_checkpoint(model: nn.Module, directory: str | Path, tokenizer_dir: str | Path | None = None,
-                    extra: dict[str, dict[str, Tensor]] | None = None) -> list[str]:
+def save_checkpoint(model: nn.Module, directory: str | Path, tokenizer_dir: str | Path | None = None) -> list[str]:
     """Write config.json, model.safetensors and the tokenizer files into `directory` (each file
-    under a temporary name, renamed when complete), and `extra` (file name -> tensors: bertcli's
-    own files beside them, in the manifest too). Returns the caveats for transformers users
-    (also logged once per process)."""
+    under a temporary name, renamed when complete). A Discriminator of a family without an
+    Electra class keeps its RTD head in bertcli's own RTD_HEAD file beside them (in the manifest
+    too), and its config.json names the family's pretraining class, whose MLM head the
+    directory lacks. Returns the caveats for transformers users (also logged once per process)."""
     model = unwrap(model)
     c, head = model.config, head_of(model)
     directory = Path(directory)
@@ -116,11 +116,12 @@ def save_checkpoint(model: nn.Module, directory: str | Path, tokenizer_dir: str 
                 tensors[name] = chunk.to("cpu", copy=True).contiguous()
     from safetensors.torch import save_file
 
-    write_atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
-    written = ["model.safetensors", "config.json"]
-    for name, more in (extra or {}).items():
-        write_atomic(directory / name, lambda p, t=more: save_file(t, str(p), metadata={"format": "pt"}))
-        written.append(name)
+    files = {"model.safetensors": tensors}
+    if head == "discriminator" and head not in c.spec.architectures:   # no transformers class holds the RTD head
+        files[RTD_HEAD] = {name: tensors.pop(name) for name in list(tensors) if name.startswith(DISCRIMINATOR)}
+    for name, part in files.items():
+        write_atomic(directory / name, lambda p, t=part: save_file(t, str(p), metadata={"format": "pt"}))
+    written = [*files, "config.json"]
     if tokenizer_dir is not None:
         written += copy_tokenizer(tokenizer_dir, directory)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")

@@ -31,7 +31,9 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     """config.json for `c`: transformers' keys for the model type, plus a `bertcli` block that
     keeps what transformers cannot express (pre-LN, sharing outside ALBERT, E != H in BERT)."""
     spec = c.spec
-    d: dict[str, Any] = {"architectures": [spec.architectures[head]], "model_type": spec.model_type}
+    # a discriminator outside the Electra layout: the family's pretraining class (the RTD head is bertcli's own file)
+    arch = spec.architectures.get(head) or spec.architectures["pretraining"]
+    d: dict[str, Any] = {"architectures": [arch], "model_type": spec.model_type}
     d.update({key: getattr(c, name) for name, key in spec.hf_keys.items()})
     d.update({key: getattr(c, name) for key, name in spec.hf_also.items()})
     d.update(spec.hf_fixed)

@@ -17,10 +17,9 @@ import torch
 from bertcli.config.generator import generator_shape
 from bertcli.config.model import EncoderConfig
 from bertcli.core import console
-from bertcli.model.checkpoint import RTD_HEAD, save_checkpoint
+from bertcli.model.checkpoint import save_checkpoint
 from bertcli.model.electra import RTD_WEIGHT, Discriminator, RTDModel, RTDOutput, generator_config, rtd_layout
 from bertcli.model.heads import PreTrainingModel
-from bertcli.model.hf import weight_map
 from bertcli.model.init_from import init_rtd
 
 
@@ -69,38 +68,24 @@ def save_rtd(model: torch.nn.Module, directory: Path, tokenizer_dir: Path) -> li
     """The discriminator in `directory`, the generator as an MLM checkpoint in `directory/generator`.
 
     ELECTRA layout (BERT family): ElectraForPreTraining (encoder + discriminator_predictions) and
-    ElectraForMaskedLM. Other families: the family's pretraining checkpoint (its encoder is the
-    discriminator; the MLM head there is untrained filler) with the RTD head in bertcli's own
-    rtd_head.safetensors beside it, and the family's MLM checkpoint of the generator."""
+    ElectraForMaskedLM. Other families: the family's encoder under its own names (no MLM head:
+    the discriminator has none), the RTD head in bertcli's own rtd_head.safetensors beside it
+    (save_checkpoint), and the family's MLM checkpoint of the generator."""
     rtd: Any = model
     while not isinstance(rtd, RTDModel):   # inside torch.compile / DDP wrappers
         rtd = getattr(rtd, "_orig_mod", None) or rtd.module
-    if rtd.config.layout:
-        with torch.random.fork_rng():   # building the view must not move the training's random streams
-            disc = Discriminator(rtd.config)
-        disc.encoder, disc.discriminator_head = rtd.encoder, rtd.discriminator_head
-        notes = save_checkpoint(disc, directory, tokenizer_dir=tokenizer_dir)
-    else:
-        notes = save_checkpoint(_view(rtd.config, rtd.encoder, None), directory, tokenizer_dir=tokenizer_dir,
-                                extra={RTD_HEAD: _head_tensors(rtd)})
+    with torch.random.fork_rng():   # building the view must not move the training's random streams
+        disc = Discriminator(rtd.config)
+    disc.encoder, disc.discriminator_head = rtd.encoder, rtd.discriminator_head
+    notes = save_checkpoint(disc, directory, tokenizer_dir=tokenizer_dir)
     save_checkpoint(_view(rtd.generator_config, rtd.generator, rtd.generator_mlm), Path(directory) / "generator",
                     tokenizer_dir=tokenizer_dir)
     return notes
 
 
-def _head_tensors(rtd: RTDModel) -> dict[str, torch.Tensor]:
-    """The RTD head's tensors under transformers' Electra names (discriminator_predictions.*)."""
-    state = rtd.state_dict()
-    return {copies[0][0]: state[ours].detach().to("cpu", copy=True).contiguous()
-            for ours, copies in weight_map(rtd.config, "discriminator").items()
-            if ours.startswith("discriminator_head.")}
-
-
 def _view(c: EncoderConfig, encoder, mlm) -> PreTrainingModel:
-    """A PreTrainingModel holding `encoder` (and `mlm`, when given) for save_checkpoint's layout."""
+    """A PreTrainingModel holding `encoder` and `mlm` for save_checkpoint's layout."""
     with torch.random.fork_rng():   # building the view must not move the training's random streams
         view = PreTrainingModel(c)
-    view.encoder = encoder
-    if mlm is not None:
-        view.mlm = mlm
+    view.encoder, view.mlm = encoder, mlm
     return view
