@@ -16,9 +16,11 @@ from helpers.models import PAD, VOCAB, batch, randomize, tiny_section
 
 from bertcli.config.model import encoder_config
 from bertcli.core.errors import UserError
+from bertcli.export.heads import detect_kind
 from bertcli.model.checkpoint import RTD_HEAD, load_checkpoint, read_weights, save_checkpoint
 from bertcli.model.electra import RTDModel, generator_config, rtd_layout
 from bertcli.model.heads import SequenceClassifier
+from bertcli.tasks.heads import saved_head
 from bertcli.train.objective import save_rtd
 
 transformers = pytest.importorskip("transformers")
@@ -55,6 +57,7 @@ def test_bert_discriminator_is_electra_for_pretraining(bert_rtd):
     m, out = bert_rtd
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model_type"] == "electra" and cfg["architectures"] == ["ElectraForPreTraining"]
+    assert saved_head(out) == "discriminator" and detect_kind(out).name == "features"   # features / export read its encoder
     assert cfg["embedding_size"] == 24 and not any(k.startswith(("bert.", "cls.")) or "pooler" in k
                                                    for k in read_weights(out))
     x = _inputs()
@@ -135,6 +138,7 @@ def test_roberta_discriminator_is_its_own_checkpoint_with_bertcli_rtd_head(tmp_p
     stored = set(read_weights(tmp_path / "final"))          # the encoder alone: no MLM filler, the RTD head ...
     assert all(k.startswith("roberta.") for k in stored) and "roberta.embeddings.word_embeddings.weight" in stored
     assert (tmp_path / "final" / RTD_HEAD).is_file()        # ... is bertcli's own file
+    assert saved_head(tmp_path / "final") == "discriminator" and detect_kind(tmp_path / "final").name == "features"
     x = _inputs("roberta")
     with torch.no_grad():
         want = m.discriminator_logits(x["input_ids"], x["attention_mask"], None)

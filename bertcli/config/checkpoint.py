@@ -15,12 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bertcli.config.families import FAMILIES, LAYOUTS, FamilySpec, spec_for_model_type
+from bertcli.config.families import DISCRIMINATOR_ARCHITECTURES, FAMILIES, LAYOUTS, FamilySpec, spec_for_model_type
 from bertcli.config.model import EncoderConfig
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.paths import checkpoint_problem
 
+# bertcli's own file beside a discriminator written in a family's own layout (no transformers
+# class there has the replaced-token head): the head under transformers' Electra names
+RTD_HEAD = "rtd_head.safetensors"
 # Heads whose config.json carries id2label / label2id.
 LABELLED_HEADS = ("classification", "token")
 # transformers activations that are numerically bertcli's two.
@@ -140,6 +143,12 @@ def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConf
     if problem is not None:
         raise problem
     return from_hf_config(json_object(path), str(path), head)
+
+
+def is_discriminator(directory: str | Path, architecture: str) -> bool:
+    """An RTD discriminator: ElectraForPreTraining, or a family's encoder with bertcli's RTD_HEAD
+    beside it. Its encoder is what features / export / predict read; it has no MLM head."""
+    return architecture in DISCRIMINATOR_ARCHITECTURES or (Path(directory) / RTD_HEAD).is_file()
 
 
 def rtd_generator(directory: str | Path) -> Path | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from bertcli.config.checkpoint import LABELLED_HEADS, read_config, weight_files
+from bertcli.config.checkpoint import LABELLED_HEADS, RTD_HEAD, read_config, weight_files
 from bertcli.config.families import DISCRIMINATOR, FamilySpec
 from bertcli.config.model import EncoderConfig
 from bertcli.core import console, jsonout
@@ -45,9 +45,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 Model = PreTrainingModel | SequenceClassifier | TokenClassifier | SpanExtractor | Discriminator
 MODEL_CLASSES = (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor, Discriminator)
 HEADS = ("pretraining", "classification", *TASK_MODELS, "discriminator")
-# bertcli's own file beside a discriminator written in a family's own layout (no transformers
-# class there has the replaced-token head): the head under transformers' Electra names
-RTD_HEAD = "rtd_head.safetensors"
+
 _logged: set[str] = set()
 
 

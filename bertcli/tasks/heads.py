@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertcli.config.families import DISCRIMINATOR_ARCHITECTURES
+from bertcli.config.checkpoint import is_discriminator
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.tasks.classification import SequenceFeaturizer
@@ -101,7 +101,7 @@ def saved_head(directory: Path) -> str:
         arch = architecture(directory)
     except UserError:
         return "pretraining"                   # load_checkpoint reports what is wrong
-    if arch in DISCRIMINATOR_ARCHITECTURES:    # ElectraForPreTraining: the encoder + its RTD head
+    if is_discriminator(directory, arch):     # an RTD discriminator: the encoder + its RTD head
         return "discriminator"
     for kind in HEADS.values():
         if kind.model_head != "pretraining" and any(arch.endswith(s) for s in kind.suffixes if s != "Model"):
