@@ -245,7 +245,7 @@ def evaluate_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """MLM loss, MLM accuracy and pseudo-perplexity (and NSP/SOP accuracy) of a checkpoint on held-out text, with
-    deterministic masks."""
+    deterministic masks; of an RTD checkpoint, its generator's, and the discriminator's accuracy and AUC."""
     from bertcli.core.paths import resolve_checkpoint
     from bertcli.serve.evaluate import EvalSettings, render_evaluation, run_evaluate
 

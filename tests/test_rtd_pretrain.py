@@ -8,6 +8,7 @@ import json
 import shutil
 
 import pytest
+import torch
 from conftest import ONE_THREAD, run_cli, write_documents
 from helpers.pretrain import model_records, pretrain_cli
 
@@ -54,6 +55,8 @@ def test_rtd_final_holds_discriminator_and_generator(runs):
     d, g = read_weights(final), read_weights(final / "generator")
     word = [k for k in d if k.endswith("word_embeddings.weight")][0]
     assert d[word].equal(g[word])          # one shared table, written in both
+    card = (final / "README.md").read_text()   # the card says what the directory is, and how transformers loads it
+    assert "pipeline_tag: feature-extraction" in card and "AutoModelForPreTraining.from_pretrained" in card
 
 
 def test_finetune_classify_reads_the_rtd_discriminator(runs):
@@ -73,3 +76,72 @@ def test_finetune_classify_reads_the_rtd_discriminator(runs):
     tuned = read_weights(out)   # the fine-tuned encoder has the discriminator's width (32), not the generator's (16)
     assert next(v for k, v in tuned.items() if k.endswith("word_embeddings.weight")).shape[1] == 32
     assert next(v for k, v in tuned.items() if k.endswith("layer.0.output.dense.weight")).shape == (32, 64)
+    # an ElectraForSequenceClassification (dense -> gelu -> out_proj): transformers gives bertcli's logits
+    transformers = pytest.importorskip("transformers")
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["ElectraForSequenceClassification"]
+    ours = load_checkpoint(out, "classification")[0]
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3], [2, 8, 3, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=ids, attention_mask=mask).logits, ours(ids, mask),
+                                   atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("with_generator", [True, False], ids=["disc+gen", "disc-only"])
+def test_rtd_continues_from_an_rtd_checkpoint(runs, with_generator):
+    """--init-from an RTD final/: the discriminator (encoder + RTD head) is restored, and the
+    generator too when generator/ is there (else it starts fresh at the configured shape). A
+    learning rate of 1e-30 leaves the weights where they started, so final/ shows the start."""
+    src = runs / "whole" / "final"
+    if not with_generator:   # the discriminator alone, as transformers saves it (ElectraForPreTraining)
+        transformers = pytest.importorskip("transformers")
+        src = runs / "disc-only"
+        transformers.AutoModelForPreTraining.from_pretrained(runs / "whole" / "final").save_pretrained(src)
+        transformers.AutoTokenizer.from_pretrained(runs / "whole" / "final").save_pretrained(src)
+    out = runs / f"continued-{with_generator}"
+    r = run_cli("pretrain", "-r", "continue-tiny", "--init-from", src, *RTD, "--set", f"corpus.sources=[{runs / 'corpus.txt'}]",
+                "--set", f"output_dir={out}", "--set", "train.max_steps=1", "--set", "train.learning_rate=1e-30",
+                "--set", "train.batch_size=4", "--set", "train.eval_batches=1", "--set", "data.max_seq_length=32",
+                cwd=runs, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    a, b = read_weights(src), read_weights(out / "final")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)   # RTD head included
+    ga, gb = read_weights(runs / "whole" / "final" / "generator"), read_weights(out / "final" / "generator")
+    # the shared embeddings are the discriminator's; key biases get no gradient (softmax ignores them): 0 in both
+    same = [torch.allclose(ga[k], gb[k], atol=1e-6) for k in ga if "embeddings" not in k and not k.endswith("key.bias")]
+    assert all(same) if with_generator else not any(same)
+
+
+def test_evaluate_and_fill_mask_of_an_rtd_run_use_its_generator(runs):
+    """evaluate: the MLM figures of final/ are those of final/generator, plus the discriminator's
+    accuracy and AUC on the generator's replacements; fill-mask answers with the generator."""
+    final = runs / "whole" / "final"
+
+    def evaluate(checkpoint):
+        r = run_cli("evaluate", "-c", checkpoint, "--corpus", runs / "corpus.txt", "--cache", runs / "eval-cache",
+                    "--pppl-rows", "2", "--max-seq-length", "32", "--json", cwd=runs, env=ONE_THREAD)
+        assert r.rc == 0, r.output
+        return json.loads(r.stdout)
+
+    rtd, gen = evaluate(final), evaluate(final / "generator")
+    assert rtd["generator"] == str(final / "generator") and "generator" not in gen
+    a, b = rtd["corpora"][0], gen["corpora"][0]
+    for key in ("masked", "mlm_loss", "mlm_acc", "pseudo_perplexity"):
+        assert a[key] == b[key], key
+    assert "rtd_acc" not in b and 0 < a["replaced"] < 1 and 0 <= a["rtd_acc"] <= 1 and 0 <= a["rtd_auc"] <= 1
+    fills = [json.loads(run_cli("fill-mask", "-c", d, "alpha [MASK] gamma", "--json", cwd=runs, env=ONE_THREAD).stdout)
+             for d in (final, final / "generator")]
+    assert fills[0] == fills[1]
+
+
+def test_roc_auc_is_the_pairwise_probability():
+    from bertcli.serve.evaluate import roc_auc
+
+    g = torch.Generator().manual_seed(0)
+    score = torch.randint(0, 6, (40,), generator=g).float()     # many ties
+    label = torch.rand(40, generator=g) < 0.3
+    pos, neg = score[label], score[~label]
+    pairs = (pos[:, None] > neg[None]).double() + 0.5 * (pos[:, None] == neg[None]).double()
+    assert roc_auc(score, label) == pytest.approx(pairs.mean().item(), abs=1e-12)
+    assert roc_auc(score, torch.zeros(40, dtype=torch.bool)) is None

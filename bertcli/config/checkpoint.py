@@ -15,12 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bertcli.config.families import FAMILIES, FamilySpec, spec_for_model_type
+from bertcli.config.families import DISCRIMINATOR_ARCHITECTURES, FAMILIES, LAYOUTS, FamilySpec, spec_for_model_type
 from bertcli.config.model import EncoderConfig
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.paths import checkpoint_problem
 
+# bertcli's own file beside a discriminator written in a family's own layout (no transformers
+# class there has the replaced-token head): the head under transformers' Electra names
+RTD_HEAD = "rtd_head.safetensors"
 # Heads whose config.json carries id2label / label2id.
 LABELLED_HEADS = ("classification", "token")
 # transformers activations that are numerically bertcli's two.
@@ -47,7 +50,8 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
     spec = spec_for_model_type(d.get("model_type"))
     if spec is None:
         raise UserError(f"unsupported model_type {d.get('model_type')!r} in config.json", where=where,
-                        fix="bertcli loads " + ", ".join(s.model_type for s in FAMILIES.values()) + " checkpoints")
+                        fix="bertcli loads " + ", ".join(s.model_type for s in (*FAMILIES.values(), *LAYOUTS.values()))
+                            + " checkpoints")
     # Any, not Any | None: a missing key fails in int()/float() below as a UserError.
     get: Callable[..., Any] = {**spec.hf_defaults, **{k: v for k, v in d.items() if v is not None}}.get
     extra = d.get("bertcli") or {}
@@ -95,6 +99,7 @@ def _from_hf_config(d: dict[str, Any], where: str, head: str) -> EncoderConfig:
         **(_attention_pattern(get, layers, where) if spec.attention == "alternating" else {}),
         **(_rope_thetas(get) if rotary else {}),
         **({"classifier_pooling": get("classifier_pooling", "cls")} if spec.task_head == "prediction_head" else {}),
+        layout=spec.layout,
     )
     return c.validate(where)
 
@@ -138,6 +143,19 @@ def read_config(directory: str | Path, head: str = "pretraining") -> EncoderConf
     if problem is not None:
         raise problem
     return from_hf_config(json_object(path), str(path), head)
+
+
+def is_discriminator(directory: str | Path, architecture: str) -> bool:
+    """An RTD discriminator: ElectraForPreTraining, or a family's encoder with bertcli's RTD_HEAD
+    beside it. Its encoder is what features / export / predict read; it has no MLM head."""
+    return architecture in DISCRIMINATOR_ARCHITECTURES or (Path(directory) / RTD_HEAD).is_file()
+
+
+def rtd_generator(directory: str | Path) -> Path | None:
+    """The generator/ beside an RTD discriminator (pretrain with train.objective: rtd writes one
+    into final/ and every step checkpoint), or None: where MLM figures of the run come from."""
+    g = Path(directory) / "generator"
+    return g if (g / "config.json").is_file() else None
 
 
 def json_object(path: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertcli.config.checkpoint import read_config, tokenizer_source, weight_files
+from bertcli.config.checkpoint import read_config, rtd_generator, tokenizer_source, weight_files
 from bertcli.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -84,6 +84,26 @@ def resolve_init_from(recipe: Recipe) -> None:
         setattr(t, key, have)
     if lowercase is not None and "lowercase" not in tgiven:
         t.lowercase = lowercase
+    gen_dir = rtd_generator(path)
+    if recipe.train.objective == "rtd" and gen_dir is not None:
+        _generator_from(recipe, gen_dir)
+
+
+def _generator_from(recipe: Recipe, gen_dir: Path) -> None:
+    """train.objective rtd from an RTD checkpoint with generator/: model.generator takes that
+    generator's shape (its weights are restored); a recipe value that contradicts it is refused.
+    Without generator/, the generator starts fresh at the configured shape."""
+    g, want = read_config(gen_dir), recipe.model.generator
+    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    clash = [(k, getattr(want, k), getattr(g, k)) for k in keys if getattr(want, k) not in (None, getattr(g, k))]
+    if clash:
+        shown = "; ".join(f"model.generator.{k} is {a!r} in the recipe, {b!r} in {gen_dir}" for k, a, b in clash)
+        raise UserError(f"the recipe contradicts the generator it continues: {shown}",
+                        where=f"{recipe.source}: model.generator",
+                        fix="remove those keys (the generator keeps its shape), or start from the discriminator alone "
+                            "(a directory without generator/: the generator then starts fresh)")
+    for k in keys:
+        setattr(want, k, getattr(g, k))
 
 
 def _same(a: Any, b: Any) -> bool:

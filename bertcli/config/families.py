@@ -26,13 +26,21 @@ CONTRACT for other stages (finetune, squad, export):
                             names.token_classifier, names.qa (top level, no prefix)
     spec.task_head          how fine-tuning heads read the encoder: "plain" (dropout, linear on
                             each token / the pooler), "dense_tanh" (RoBERTa's sequence classifier:
-                            dense, tanh, out_proj; its token heads are plain) or "prediction_head"
+                            dense, tanh, out_proj; its token heads are plain), "dense_gelu" (the
+                            same with exact GELU: ELECTRA's classifier) or "prediction_head"
                             (ModernBERT: head.dense, act, head.norm, then dropout, classifier)
     position_offset(spec, pad_token_id)  the one place RoBERTa's padding_idx + 1 is computed
+
+A *layout* is another transformers format of a family's encoder: `ELECTRA` is the BERT family
+written as transformers' Electra (`electra.` prefix, no pooler, E != H through
+`embeddings_project`, the dense -> gelu -> out_proj classifier, the replaced-token
+discriminator head). Its spec is BERT's with the transformers side replaced; `spec.layout` names
+it, and EncoderConfig.layout selects it (`layout_spec`). Layouts are not recipe families.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import typing
 from collections.abc import Mapping
@@ -50,7 +58,7 @@ FeedForward = Literal["gelu", "geglu"]
 NormPlacement = Literal["post", "pre"]
 PairHead = Literal["nsp", "sop", "none"]
 MlmActivation = Literal["hidden_act", "gelu"]
-TaskHead = Literal["plain", "dense_tanh", "prediction_head"]
+TaskHead = Literal["plain", "dense_tanh", "dense_gelu", "prediction_head"]
 Attention = Literal["global", "alternating"]
 Init = Literal["normal", "scaled"]
 
@@ -134,6 +142,7 @@ class FamilySpec:
     init: Init = "normal"                       # normal(0, std) | scaled (truncated; outputs std / sqrt(2L))
     hf_dropout_elsewhere: bool = False          # transformers puts the dropouts in other places (training only)
     vocab_multiple: int = 8                     # tokenizer.extend rounds the embedding rows up to a multiple of this
+    layout: str = ""                            # "": the family's own format; else a LAYOUTS name (electra)
 
     def __post_init__(self) -> None:
         # A misspelt flag would quietly take another branch of the encoder; refuse it here instead.
@@ -281,7 +290,36 @@ MODERNBERT = FamilySpec(
     vocab_multiple=64,   # ModernBERT pads its 50,280-token vocabulary to 50,368 = 787 x 64
 )
 
+# ELECTRA (Clark et al. 2020) as transformers' Electra classes: the BERT family's encoder under
+# `electra.`, no pooler, E -> H by `embeddings_project` when E != H. Heads: pretraining =
+# ElectraForMaskedLM (the generator: dense H->E, exact GELU, LN, tied decoder), discriminator =
+# ElectraForPreTraining (dense, hidden_act, dense_prediction), classification = dense -> gelu ->
+# out_proj on the first token.
+ELECTRA = dataclasses.replace(
+    BERT, display="ELECTRA", doc="ElectraForPreTraining: the BERT family in transformers' Electra layout",
+    model_type="electra", hf_prefix="electra.", layout="electra",
+    hf_keys=_frozen(**_COMMON_KEYS, embedding_size="embedding_size", classifier_dropout="classifier_dropout"),
+    hf_defaults=_frozen(**{**_BERT_HF, "embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4,
+                           "intermediate_size": 1024}),
+    architectures=_frozen(pretraining="ElectraForMaskedLM", discriminator="ElectraForPreTraining",
+                          classification="ElectraForSequenceClassification", token="ElectraForTokenClassification",
+                          qa="ElectraForQuestionAnswering"),
+    names=HFNames(projection="embeddings_project", mlm_dense="generator_predictions.dense",
+                  mlm_norm="generator_predictions.LayerNorm", mlm_bias="generator_lm_head.bias",
+                  decoder="generator_lm_head", pair=None, cls_dense="classifier.dense",
+                  classifier="classifier.out_proj"),
+    pair_head="none", pooler=False, mlm_activation="gelu", task_head="dense_gelu",
+)
+# transformers' name of the replaced-token detection head (ElectraDiscriminatorPredictions),
+# also the names of bertcli's own rtd_head.safetensors beside another family's discriminator
+DISCRIMINATOR = ("discriminator_predictions.dense", "discriminator_predictions.dense_prediction")
+
 FAMILIES: Mapping[str, FamilySpec] = MappingProxyType({s.name: s for s in (BERT, ROBERTA, ALBERT, MODERNBERT)})
+# layout name -> (spec); each is one family's encoder in another transformers format
+LAYOUTS: Mapping[str, FamilySpec] = MappingProxyType({ELECTRA.layout: ELECTRA})
+# config.json architectures of a replaced-token discriminator (ElectraForPreTraining): an encoder
+# with no MLM head, which fill-mask cannot use and features / export read as the bare encoder
+DISCRIMINATOR_ARCHITECTURES = frozenset(s.architectures["discriminator"] for s in LAYOUTS.values())
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 # every family's mask token: fill-mask and predict accept any of them in a text, whatever the model's
 MASK_SPELLINGS = tuple(dict.fromkeys(s.special_tokens["mask"] for s in FAMILIES.values()))
@@ -296,6 +334,16 @@ def family_spec(name: str) -> FamilySpec:
     return FAMILIES[name]
 
 
+def layout_spec(family: str, layout: str) -> FamilySpec:
+    """The spec of `family` written in `layout` ("": the family's own)."""
+    if not layout:
+        return FAMILIES[family]
+    spec = LAYOUTS[layout]
+    if spec.name != family:
+        raise KeyError(f"the {layout} layout is a {spec.name} layout, not {family}'s")
+    return spec
+
+
 def spec_for_model_type(model_type) -> FamilySpec | None:
-    """The family whose transformers model_type this is, or None."""
-    return next((s for s in FAMILIES.values() if s.model_type == model_type), None)
+    """The family (or layout) whose transformers model_type this is, or None."""
+    return next((s for s in (*FAMILIES.values(), *LAYOUTS.values()) if s.model_type == model_type), None)

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bertcli.config.families import FAMILIES, FamilySpec, family_spec, position_offset
+from bertcli.config.families import FAMILIES, LAYOUTS, FamilySpec, family_spec, layout_spec, position_offset
 from bertcli.config.sections import ModelConfig
 from bertcli.core.errors import UserError
 
@@ -54,11 +54,14 @@ class EncoderConfig:
     local_rope_theta: float = 10000.0
     # ModernBERT's fine-tuning heads: [CLS] or the mean over real tokens.
     classifier_pooling: str = "cls"
+    # The transformers format the family is read from / written in: "" its own, "electra" (the
+    # BERT family as transformers' Electra classes; bertcli.config.families.LAYOUTS).
+    layout: str = ""
 
     # ---------------------------------------------------------------- derived shapes
     @property
     def spec(self) -> FamilySpec:
-        return family_spec(self.family)
+        return layout_spec(self.family, self.layout)
 
     @property
     def has_projection(self) -> bool:
@@ -121,6 +124,11 @@ class EncoderConfig:
 
         if self.family not in FAMILIES:
             fail(f"unsupported model family {self.family!r}", "use one of: " + ", ".join(FAMILIES))
+        if self.layout and (self.layout not in LAYOUTS or LAYOUTS[self.layout].name != self.family):
+            fail(f"unsupported layout {self.layout!r} for the {self.family} family")
+        if self.layout and self.norm != LAYOUTS[self.layout].norm:
+            fail(f"{self.norm}-LN in the {self.layout} layout: transformers' {self.layout} has {LAYOUTS[self.layout].norm}-LN "
+                 "layers only", f"write a {self.norm}-LN model in the {self.family} family's own layout")
         if self.hidden_act not in ACTIVATIONS:
             fail(f"unsupported activation {self.hidden_act!r}", "use gelu (exact) or gelu_new (tanh)")
         if self.num_attention_heads < 1 or self.hidden_size % self.num_attention_heads:

@@ -331,9 +331,6 @@ def _check_rtd(r: Recipe, fail) -> None:
     if d.masking != "dynamic":
         fail("train.objective rtd needs data.masking: dynamic (each serving of a row gets fresh masks and "
              "fresh generator samples, keyed by (seed, epoch, row))", "set data.masking: dynamic")
-    if m.init_from is not None:
-        fail("train.objective rtd does not continue from model.init_from yet (the generator would start from scratch "
-             "beside a trained discriminator)", "leave model.init_from unset, or use train.objective: mlm")
     h, _, heads, _ = generator_shape(m.generator, m.hidden_size, m.num_hidden_layers, m.num_attention_heads)
     if h % heads:
         fail(f"model.generator.hidden_size {h} is not divisible by model.generator.num_attention_heads {heads}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bertcli.config.checkpoint import is_discriminator
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError
 from bertcli.tasks.heads import HEADS, HeadKind, architecture, head_kind, register  # noqa: F401 (re-exported)
@@ -88,7 +89,7 @@ def detect_kind(directory: Path, task: str | None = None) -> HeadKind:
     if (Path(directory) / "modules.json").is_file():      # a sentence-transformers directory: its embeddings
         return HEADS["embed"]
     arch = architecture(directory)
-    if not arch:
+    if not arch or is_discriminator(directory, arch):   # an RTD discriminator exports as its encoder
         return HEADS["features"]
     for kind in HEADS.values():
         if any(arch.endswith(s) for s in kind.suffixes if s != "Model"):

@@ -76,19 +76,26 @@ def pretrain_card(recipe: Recipe, step: int, tokens: int, seconds: float, result
     m = recipe.model
     base = hub_id(m.init_from)
     hub_data, sources = _sources(recipe)
-    metrics = [(t, n, results[k]) for k, t, n in (("val_loss", "loss", "validation MLM loss"),
-                                                  ("val_mlm_acc", "accuracy", "validation MLM accuracy"))
-               if isinstance(results.get(k), (int, float))]
-    meta = {"library_name": "transformers", "tags": ["bertcli", m.family, "fill-mask"],
-            "language": recipe.language, "pipeline_tag": "fill-mask", "base_model": base, "datasets": hub_data,
-            "model-index": _model_index(recipe.name, ("fill-mask", "Masked language modeling"),
+    rtd = recipe.train.objective == "rtd"   # final/ is the discriminator (ELECTRA), generator/ beside it
+    figures = ((("val_mlm_loss", "loss", "validation generator MLM loss"),
+                ("val_rtd_acc", "accuracy", "validation replaced-token detection accuracy")) if rtd else
+               (("val_loss", "loss", "validation MLM loss"), ("val_mlm_acc", "accuracy", "validation MLM accuracy")))
+    metrics = [(t, n, results[k]) for k, t, n in figures if isinstance(results.get(k), (int, float))]
+    objective = ("replaced-token detection (ELECTRA: this directory is the discriminator, `generator/` "
+                 "beside it the masked-language-model generator)") if rtd else "masked language modeling"
+    auto = "AutoModelForPreTraining" if rtd else "AutoModelForMaskedLM"
+    # a discriminator has no fill-mask head: the Hub's closest task is its encoder's features
+    task = ("feature-extraction", "Replaced-token detection") if rtd else ("fill-mask", "Masked language modeling")
+    meta = {"library_name": "transformers", "tags": ["bertcli", m.family, "electra" if rtd else "fill-mask"],
+            "language": recipe.language, "pipeline_tag": task[0], "base_model": base, "datasets": hub_data,
+            "model-index": _model_index(recipe.name, task,
                                         ("held-out", "held-out split of the pretraining corpus"), metrics)}
     start = f"continued from `{m.init_from}`" if m.init_from else "from random initialization"
     body = f"""
 # {recipe.name}
 
 A {m.family} encoder ({m.num_hidden_layers} layers, hidden size {m.hidden_size}, {m.num_attention_heads} heads)
-pretrained with masked language modeling by bertcli {__version__}, {start}.
+pretrained with {objective} by bertcli {__version__}, {start}.
 
 ## How it was made
 
@@ -104,10 +111,10 @@ pretrained with masked language modeling by bertcli {__version__}, {start}.
 ## How to use
 
 ```python
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import {auto}, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")
-model = AutoModelForMaskedLM.from_pretrained("path/to/this/directory")
+model = {auto}.from_pretrained("path/to/this/directory")
 ```
 
 ## Limits

@@ -18,12 +18,13 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from bertcli.config.checkpoint import LABELLED_HEADS, read_config, weight_files
-from bertcli.config.families import FamilySpec
+from bertcli.config.checkpoint import LABELLED_HEADS, RTD_HEAD, read_config, weight_files
+from bertcli.config.families import DISCRIMINATOR, FamilySpec
 from bertcli.config.model import EncoderConfig
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.core.fs import write_atomic
+from bertcli.model.electra import Discriminator
 from bertcli.model.heads import PreTrainingModel, SequenceClassifier, default_labels
 from bertcli.model.hf import (
     decoder_keys,
@@ -41,8 +42,10 @@ from bertcli.model.validate import check_checkpoint, header_shapes
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
-Model = PreTrainingModel | SequenceClassifier | TokenClassifier | SpanExtractor
-HEADS = ("pretraining", "classification", *TASK_MODELS)
+Model = PreTrainingModel | SequenceClassifier | TokenClassifier | SpanExtractor | Discriminator
+MODEL_CLASSES = (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor, Discriminator)
+HEADS = ("pretraining", "classification", *TASK_MODELS, "discriminator")
+
 _logged: set[str] = set()
 
 
@@ -71,7 +74,7 @@ def _warn_once(message: str) -> None:
 
 def unwrap(model: nn.Module) -> Model:
     """The bertcli model inside torch.compile / DDP wrappers."""
-    while not isinstance(model, (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor)):
+    while not isinstance(model, MODEL_CLASSES):
         inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
         if inner is None:
             raise TypeError(f"not a bertcli model: {type(model).__name__}")
@@ -82,15 +85,18 @@ def unwrap(model: nn.Module) -> Model:
 def head_of(model: Model) -> str:
     if isinstance(model, (TokenClassifier, SpanExtractor)):
         return model.head
+    if isinstance(model, Discriminator):
+        return "discriminator"
     return "classification" if isinstance(model, SequenceClassifier) else "pretraining"
 
 
 # ------------------------------------------------------------------------------------------ save
-def save_checkpoint(model: nn.Module, directory: str | Path,
-                    tokenizer_dir: str | Path | None = None) -> list[str]:
+def save_checkpoint(model: nn.Module, directory: str | Path, tokenizer_dir: str | Path | None = None) -> list[str]:
     """Write config.json, model.safetensors and the tokenizer files into `directory` (each file
-    under a temporary name, renamed when complete). Returns the caveats for transformers users
-    (also logged once per process)."""
+    under a temporary name, renamed when complete). A Discriminator of a family without an
+    Electra class keeps its RTD head in bertcli's own RTD_HEAD file beside them (in the manifest
+    too), and its config.json names the family's pretraining class, whose MLM head the
+    directory lacks. Returns the caveats for transformers users (also logged once per process)."""
     model = unwrap(model)
     c, head = model.config, head_of(model)
     directory = Path(directory)
@@ -108,8 +114,12 @@ def save_checkpoint(model: nn.Module, directory: str | Path,
                 tensors[name] = chunk.to("cpu", copy=True).contiguous()
     from safetensors.torch import save_file
 
-    write_atomic(directory / "model.safetensors", lambda p: save_file(tensors, str(p), metadata={"format": "pt"}))
-    written = ["model.safetensors", "config.json"]
+    files = {"model.safetensors": tensors}
+    if head == "discriminator" and head not in c.spec.architectures:   # no transformers class holds the RTD head
+        files[RTD_HEAD] = {name: tensors.pop(name) for name in list(tensors) if name.startswith(DISCRIMINATOR)}
+    for name, part in files.items():
+        write_atomic(directory / name, lambda p, t=part: save_file(t, str(p), metadata={"format": "pt"}))
+    written = [*files, "config.json"]
     if tokenizer_dir is not None:
         written += copy_tokenizer(tokenizer_dir, directory)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
@@ -137,17 +147,22 @@ def copy_tokenizer(tokenizer_dir: str | Path, directory: Path) -> list[str]:
 # ------------------------------------------------------------------------------------------ load
 def read_weights(directory: Path) -> dict[str, Tensor]:
     """All tensors of model.safetensors (or of the shards its index lists)."""
+    state: dict[str, Tensor] = {}
+    for path in weight_files(directory):
+        state.update(read_file(path, where=str(directory)))
+    return state
+
+
+def read_file(path: Path, where: str | None = None) -> dict[str, Tensor]:
+    """The tensors of one safetensors file; a UserError naming `where` (default: the file)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    state: dict[str, Tensor] = {}
     try:
-        for path in weight_files(directory):
-            state.update(load_file(str(path)))
+        return load_file(str(path))
     except (SafetensorError, OSError) as e:
-        raise UserError(f"cannot read the weights: {e}", where=str(directory),
+        raise UserError(f"cannot read the weights: {e}", where=where or str(path),
                         fix="the safetensors file is damaged or incomplete; save the checkpoint again")
-    return state
 
 
 def _legacy_name(key: str) -> str:
@@ -215,6 +230,8 @@ def load_checkpoint(directory: str | Path, head: str = "pretraining", num_labels
     check_checkpoint(directory, c, head, _legacy_name)  # shapes vs headers, tokenizer vs model: before any allocation
     report = LoadReport(directory)
     state = {_legacy_name(k): v for k, v in read_weights(directory).items()}
+    if head == "discriminator" and (directory / RTD_HEAD).is_file():  # a family-layout discriminator's head
+        state.update(read_file(directory / RTD_HEAD))
     where = str(directory / "model.safetensors")
     base = _base_prefix(state, c.spec, where)
 
@@ -234,9 +251,10 @@ def load_checkpoint(directory: str | Path, head: str = "pretraining", num_labels
         c = c.replace(sharing="none", num_hidden_groups=1)
         wmap = weight_map(c, head, base)
 
-    classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS}
+    classes = {"pretraining": PreTrainingModel, "classification": SequenceClassifier, **TASK_MODELS,
+               "discriminator": Discriminator}
     built = classes[head](c)  # task_heads.MODELS is typed as building a plain nn.Module
-    assert isinstance(built, (PreTrainingModel, SequenceClassifier, TokenClassifier, SpanExtractor))
+    assert isinstance(built, MODEL_CLASSES)
     model: Model = built
     params = model.state_dict()
     tensors: dict = {}

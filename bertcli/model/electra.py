@@ -28,11 +28,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bertcli.config.families import LAYOUTS
 from bertcli.config.model import EncoderConfig
 from bertcli.model.encoder import Encoder, activation, linear
 from bertcli.model.heads import MLMHead, PreTrainingOutput, init_weights
 
 RTD_WEIGHT = 50.0  # the paper's lambda
+
+
+def rtd_layout(c: EncoderConfig) -> EncoderConfig:
+    """`c` in the transformers layout its RTD checkpoints are written in: ELECTRA's for the BERT
+    family (post-LN only: transformers' Electra has no pre-LN layers), else the family's own."""
+    spec = next((s for s in LAYOUTS.values() if s.name == c.family), None)
+    return c.replace(layout=spec.layout) if spec is not None and c.norm == spec.norm else c
 
 
 def generator_config(c: EncoderConfig, hidden_size: int, num_hidden_layers: int, num_attention_heads: int,
@@ -54,6 +62,23 @@ class DiscriminatorHead(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:                   # [..., H] -> [...]
         return self.prediction(self.act(self.dense(h))).squeeze(-1)
+
+
+class Discriminator(nn.Module):
+    """Encoder + DiscriminatorHead -> [B, T] logits (> 0: replaced): transformers'
+    ElectraForPreTraining, the `discriminator` head of load_checkpoint / save_checkpoint. Its
+    parameter names are RTDModel's (encoder.*, discriminator_head.*), so either loads the other."""
+
+    def __init__(self, c: EncoderConfig):
+        super().__init__()
+        self.config = c
+        self.encoder = Encoder(c)
+        self.discriminator_head = DiscriminatorHead(c)
+        init_weights(self)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> Tensor:
+        return self.discriminator_head(self.encoder(input_ids, attention_mask, token_type_ids).padded())
 
 
 @dataclass

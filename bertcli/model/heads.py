@@ -8,6 +8,7 @@ Layouts follow transformers so checkpoints load both ways:
                                     embeddings) + SOP (dropout, linear) on the pooler
     *ForSequenceClassification      bert/albert: pooler, dropout, linear;
                                     roberta: <s>, dropout, dense, tanh, dropout, linear
+                                    electra (a BERT layout): [CLS], dropout, dense, gelu, dropout, linear
 """
 
 from __future__ import annotations
@@ -120,8 +121,11 @@ class SequenceClassifier(nn.Module):
         self.config = c
         self.encoder = Encoder(c)
         self.dropout = nn.Dropout(c.classifier_dropout)
-        # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj
-        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if c.spec.task_head == "dense_tanh" else None
+        # RobertaClassificationHead: <s> -> dropout -> dense -> tanh -> dropout -> out_proj;
+        # ElectraClassificationHead the same with exact GELU
+        dense = c.spec.task_head in ("dense_tanh", "dense_gelu")
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size) if dense else None
+        self.dense_act = torch.tanh if c.spec.task_head == "dense_tanh" else F.gelu
         # ModernBertForSequenceClassification: [CLS] or mean -> head (dense, act, norm) -> dropout -> classifier
         self.transform = prediction_head(c)
         self.classifier = nn.Linear(c.hidden_size, len(c.labels))
@@ -144,7 +148,7 @@ class SequenceClassifier(nn.Module):
         elif self.dense is None:
             x = self.encoder.pool(out)                                  # [B, H]
         else:
-            x = torch.tanh(self.dense(self.dropout(out.first())))        # [B, H]
+            x = self.dense_act(self.dense(self.dropout(out.first())))    # [B, H]
         return self.classifier(self.dropout(x))                         # [B, C]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertcli.config.checkpoint import LABELLED_HEADS
-from bertcli.config.families import FAMILIES
+from bertcli.config.families import FAMILIES, LAYOUTS
 from bertcli.config.model import EncoderConfig
 from bertcli.core.version import __version__
 from bertcli.model.names import decoder_keys, encoder_prefixes, is_encoder_param, weight_map  # noqa: F401 (re-exported)
@@ -31,7 +31,9 @@ def to_hf_config(c: EncoderConfig, head: str, dtype: str = "float32") -> dict[st
     """config.json for `c`: transformers' keys for the model type, plus a `bertcli` block that
     keeps what transformers cannot express (pre-LN, sharing outside ALBERT, E != H in BERT)."""
     spec = c.spec
-    d: dict[str, Any] = {"architectures": [spec.architectures[head]], "model_type": spec.model_type}
+    # a discriminator outside the Electra layout: the family's pretraining class (the RTD head is bertcli's own file)
+    arch = spec.architectures.get(head) or spec.architectures["pretraining"]
+    d: dict[str, Any] = {"architectures": [arch], "model_type": spec.model_type}
     d.update({key: getattr(c, name) for name, key in spec.hf_keys.items()})
     d.update({key: getattr(c, name) for key, name in spec.hf_also.items()})
     d.update(spec.hf_fixed)
@@ -77,7 +79,7 @@ def transformers_caveats(c: EncoderConfig) -> list[str]:
         notes.append(f"{c.norm}-LN: transformers has no {c.norm}-LN {spec.model_type}; it would load these "
                      f"weights into {spec.norm}-LN layers and compute different outputs (bertcli reads the "
                      "`bertcli.norm` key and runs it correctly)")
-    if c.embedding_size != c.hidden_size and not spec.always_project:
+    if c.embedding_size != c.hidden_size and "embedding_size" not in spec.hf_keys:
         notes.append(f"embedding_size {c.embedding_size} != hidden_size {c.hidden_size} in a {c.family} "
                      f"model: transformers cannot load it (only {_factorizing()} factorizes embeddings)")
     if spec.hf_dropout_elsewhere and (c.hidden_dropout_prob or c.attention_probs_dropout_prob):
@@ -90,4 +92,5 @@ def transformers_caveats(c: EncoderConfig) -> list[str]:
 
 
 def _factorizing() -> str:
-    return " / ".join(s.model_type.upper() for s in FAMILIES.values() if s.always_project)
+    return " / ".join(s.model_type.upper() for s in (*FAMILIES.values(), *LAYOUTS.values())
+                      if "embedding_size" in s.hf_keys)

@@ -13,11 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bertcli.config.checkpoint import rtd_generator
 from bertcli.core.errors import UserError
 from bertcli.tokenization.extend import init_new_rows
 
 if TYPE_CHECKING:
     from bertcli.config.recipe import Recipe
+    from bertcli.model.electra import RTDModel
     from bertcli.model.heads import PreTrainingModel
     from bertcli.tokenization.extend import Extension
     from bertcli.tokenization.load import TokenizerInfo
@@ -86,3 +88,48 @@ def grow_positions(dst, src, offset: int) -> str:
         dst[start:start + n].copy_(usable[:n])
     return (f"max_position_embeddings {old:,} -> {new:,}: the new rows are copies of the {usable.shape[0]:,} "
             f"learned positions, repeated (as RoBERTa-long / Longformer)")
+
+
+def init_rtd(rtd: RTDModel, start: PreTrainingModel, src: Path) -> list[str]:
+    """Continued RTD pretraining: `rtd` (a fresh RTDModel) takes the discriminator's encoder from
+    `start` (init_model's PreTrainingModel of `src`: vocabulary and positions already grown), the
+    RTD head from `src` where it has one (ElectraForPreTraining's discriminator_predictions, or
+    rtd_head.safetensors beside another family's checkpoint), and the generator from
+    `src/generator` where that exists (its embeddings are the discriminator's, shared). What is
+    not there keeps the fresh model's initialization. Returns notes for the summary."""
+    import torch
+
+    from bertcli.model.checkpoint import load_checkpoint
+    from bertcli.model.electra import Discriminator
+    from bertcli.model.heads import PreTrainingModel
+
+    notes = []
+    with torch.no_grad():
+        _copy(rtd.encoder, start.encoder, skip=("pooler.",))       # a BERT-layout pooler has no ELECTRA place
+        disc, report = load_checkpoint(src, "discriminator")
+        assert isinstance(disc, Discriminator)
+        if any(n.startswith("discriminator_predictions") for n in report.fresh):
+            notes.append(f"the RTD head starts fresh ({src} has none: not an RTD checkpoint)")
+        else:
+            rtd.discriminator_head.load_state_dict(disc.discriminator_head.state_dict())
+        gen_dir = rtd_generator(src)
+        if gen_dir is None:
+            notes.append(f"the generator starts fresh ({src} has no generator/)")
+            return notes
+        gen, _ = load_checkpoint(gen_dir, "pretraining")
+        assert isinstance(gen, PreTrainingModel)
+        # the shared tables (word, position, type, their norm) came with the discriminator
+        _copy(rtd.generator, gen.encoder, skip=("embeddings.", "pooler."))
+        mlm = gen.mlm.state_dict()
+        for name, dst in rtd.generator_mlm.state_dict().items():
+            dst[: mlm[name].shape[0]].copy_(mlm[name])             # mlm.bias: an extended vocabulary grows it
+        notes.append(f"the generator continues from {gen_dir}")
+    return notes
+
+
+def _copy(dst, src, skip: tuple[str, ...]) -> None:
+    """Every tensor of module `src` into the same-named one of `dst`, but the names starting with `skip`."""
+    target = dst.state_dict()
+    for name, t in src.state_dict().items():
+        if not name.startswith(skip):
+            target[name].copy_(t)

@@ -10,7 +10,7 @@ transformers exactly bertcli's outputs.
 
 from __future__ import annotations
 
-from bertcli.config.families import FamilySpec
+from bertcli.config.families import DISCRIMINATOR, FamilySpec
 from bertcli.config.model import EncoderConfig
 
 WeightMap = dict[str, list[tuple[str, ...]]]
@@ -62,7 +62,10 @@ def weight_map(c: EncoderConfig, head: str, base: str | None = None) -> WeightMa
     if c.has_pooler and head not in ("token", "qa"):  # transformers' per-token heads have no pooler
         linear("encoder.pooler", b + n.pooler, bias=True)
 
-    if head == "pretraining":
+    if head == "discriminator":  # replaced-token detection (ElectraForPreTraining's head)
+        linear("discriminator_head.dense", DISCRIMINATOR[0])
+        linear("discriminator_head.prediction", DISCRIMINATOR[1])
+    elif head == "pretraining":
         linear("mlm.dense", n.mlm_dense)
         linear("mlm.norm", n.mlm_norm)
         add("mlm.bias", n.mlm_bias)
@@ -77,7 +80,7 @@ def weight_map(c: EncoderConfig, head: str, base: str | None = None) -> WeightMa
         elif head == "qa":
             linear("qa_outputs", n.qa, bias=True)
         else:
-            if spec.task_head == "dense_tanh":
+            if spec.task_head in ("dense_tanh", "dense_gelu"):
                 linear("dense", n.cls_dense, bias=True)
             linear("classifier", n.classifier, bias=True)
     return m

@@ -13,6 +13,15 @@ share a tokenizer are scored on the same masked positions (and share the cached 
                            token masked)) over every real token of the first `pppl_rows` rows;
                            null with `pseudo_perplexity_reason` when there is none (--pppl-rows 0)
     pair_acc               NSP (bert) / SOP (albert) rows, when the checkpoint has the head
+
+An RTD checkpoint (train.objective: rtd; bertcli.config.checkpoint.rtd_generator) is scored
+twice on the same masked rows: the MLM figures are its generator/'s, and the discriminator
+judges each row with the generator's samples in place of the masked tokens (drawn by inverse CDF
+of its softmax from uniforms seeded by `seed`, as in training; the masks are the static
+80/10/10 ones every checkpoint gets here, not ELECTRA's 85/15):
+    rtd_acc, rtd_auc       replaced-or-original accuracy (logit > 0) and ROC AUC of the
+                           discriminator's logits, over every real token (specials included)
+    rtd_loss, replaced     its mean BCE, and the fraction of real tokens that were replaced
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertcli.config.checkpoint import read_config
+from bertcli.config.checkpoint import read_config, rtd_generator
 from bertcli.config.recipe import load_recipe
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
@@ -93,13 +102,18 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
     from bertcli.data.dataset import PretrainDataset, load_data
     from bertcli.model.checkpoint import load_checkpoint, missing_heads
 
-    missing = missing_heads(checkpoint)
+    generator = rtd_generator(checkpoint)
+    mlm_dir = generator or checkpoint                  # an RTD run's MLM figures are its generator's
+    missing = missing_heads(mlm_dir)
     if "mlm" in missing:
         raise _no_mlm_head(checkpoint)
     use_threads(s.threads, "--threads")
-    model, _ = load_checkpoint(checkpoint, "pretraining")
+    model, _ = load_checkpoint(mlm_dir, "pretraining")
+    disc = load_checkpoint(checkpoint, "discriminator")[0] if generator is not None else None
     pair_head = model.pair is not None and "pair" not in missing
     out: dict = {"checkpoint": str(checkpoint), "seed": s.seed, "corpora": []}  # JSON: mixed values
+    if generator is not None:
+        out["generator"] = str(generator)
     for corpus in corpora:
         recipe = eval_recipe(checkpoint, Path(corpus), s, pair_head)
         tok_stage = ensure_tokenizer(recipe)
@@ -109,14 +123,67 @@ def run_evaluate(checkpoint: Path, corpora: list[Path], s: EvalSettings) -> dict
         collate = PretrainCollator(tok, recipe.data, recipe.seed)
         with torch.no_grad():
             res = _score(model, rows, collate, s.batch_size, pair_head and recipe.data.objective != "none", checkpoint)
+            if disc is not None:
+                res.update(score_rtd(model, disc, rows, collate, s.batch_size, s.seed, checkpoint))
             pppl, res["pppl_tokens"] = _pseudo_perplexity(model, rows, tok, s.pppl_rows, checkpoint)
         res.update(jsonout.number_or_null("pseudo_perplexity", pppl, _no_pppl(s.pppl_rows, res["pppl_tokens"])))
         res.update(corpus=str(corpus), data=str(data_stage.path), tokenizer=str(tok_stage.path), objective=recipe.data.objective,
                    max_seq_length=recipe.data.max_seq_length)
         out["corpora"].append(res)
         console.log(f"{corpus}: {res['rows']:,} rows, {res['masked']:,} masked tokens: MLM loss {res['mlm_loss']:.4f}, "
-                    f"acc {res['mlm_acc']:.4f}, pseudo-perplexity {_ppl(res)}")
+                    f"acc {res['mlm_acc']:.4f}, pseudo-perplexity {_ppl(res)}"
+                    + (f"; discriminator acc {res['rtd_acc']:.4f}, AUC {_num(res['rtd_auc'])}" if disc else ""))
     return out
+
+
+def score_rtd(gen, disc, rows, collate, batch_size: int, seed: int, checkpoint: Path) -> dict:
+    """The discriminator's figures on the rows as the generator corrupts them (module docstring)."""
+    import torch
+    import torch.nn.functional as F
+
+    from bertcli.model.electra import sample
+
+    g = torch.Generator().manual_seed(seed)
+    scores, labels, loss = [], [], 0.0
+    for start in range(0, len(rows), batch_size):
+        b = collate([rows[(0, i)] for i in range(start, min(len(rows), start + batch_size))])
+        ids, attn, types, pos = b["input_ids"], b["attention_mask"], b["token_type_ids"], b["mlm_positions"]
+        logits = gen(ids, attn, types, pos).mlm_logits.float()                            # [N, V]
+        fake = ids.clone()
+        fake.view(-1)[pos] = sample(logits, torch.rand(len(pos), generator=g, dtype=torch.float64))
+        original = ids.clone()
+        original.view(-1)[pos] = b["mlm_labels"]
+        real = attn.bool()
+        d = disc(fake, attn, types).float()                                              # [B, T]
+        require_finite_outputs(d, checkpoint, "discriminator logits")
+        replaced = (fake != original)[real].float()
+        loss += F.binary_cross_entropy_with_logits(d[real].double(), replaced.double(), reduction="sum").item()
+        scores.append(d[real])
+        labels.append(replaced.bool())
+    score, label = torch.cat(scores), torch.cat(labels)
+    n = len(label)
+    return {"rtd_acc": ((score > 0) == label).float().mean().item(), "rtd_auc": roc_auc(score, label),
+            "rtd_loss": loss / n, "replaced": label.float().mean().item()}
+
+
+def roc_auc(score, label) -> float | None:
+    """Area under the ROC curve: P(a replaced token scores above an original one), ties counting
+    half (the Mann-Whitney U statistic from average ranks); None without both kinds."""
+    import torch
+
+    n_pos = int(label.sum())
+    n_neg = len(label) - n_pos
+    if not n_pos or not n_neg:
+        return None
+    _, inverse, n = torch.unique(score.double(), return_inverse=True, return_counts=True)   # sorted values
+    counts = n.double()
+    below = counts.cumsum(0) - counts                                # tokens scoring under each value
+    rank = (below + (counts + 1) / 2.0)[inverse]                     # [n] average 1-based rank
+    return ((rank[label].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)).item()
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4f}"
 
 
 def _no_mlm_head(checkpoint: Path) -> UserError:
@@ -206,9 +273,11 @@ def render_evaluation(result: dict, as_json: bool = False) -> None:
         console.out.print(jsonout.dumps(result, indent=2), markup=False)
         return
     rows = []
+    rtd = "generator" in result          # an RTD checkpoint: its generator's MLM, its discriminator's figures
     for r in result["corpora"]:
         pair = "-" if r["pair_acc"] is None else f"{r['pair_acc']:.4f}"
         rows.append((r["corpus"], f"{r['rows']:,}", f"{r['masked']:,}", f"{r['mlm_loss']:.4f}", f"{r['mlm_acc']:.4f}",
-                     _ppl(r), pair))
+                     _ppl(r), pair, *((f"{r['rtd_acc']:.4f}", _num(r["rtd_auc"])) if rtd else ())))
     console.table([("corpus", "bold"), ("rows", ""), ("masked", ""), ("MLM loss", ""), ("MLM acc", ""),
-                   ("pseudo-ppl", ""), (f"{'pair'} acc", "")], rows)
+                   ("pseudo-ppl", ""), (f"{'pair'} acc", ""), *((("RTD acc", ""), ("RTD AUC", "")) if rtd else ())],
+                  rows)

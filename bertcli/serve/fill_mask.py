@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertcli.config.checkpoint import read_config, weight_files
+from bertcli.config.checkpoint import read_config, rtd_generator, weight_files
 from bertcli.config.families import FAMILIES, MASK_SPELLINGS
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
@@ -17,6 +17,10 @@ def fill_mask(checkpoint: str | Path, text: str, top_k: int = 5) -> list[dict[st
     """For each mask in `text` (in order): its token index and the top-k candidates, each with
     token, id, probability and the text with that filler in place of the mask."""
     directory = Path(checkpoint)
+    generator = rtd_generator(directory)
+    if generator is not None:            # an RTD checkpoint: the discriminator has no MLM head, its generator has
+        console.log(f"an RTD checkpoint: the fillers are its generator's ({generator})")
+        directory = generator
     # Checks that need no torch first, so mistakes are reported at once.
     read_config(directory)
     weight_files(directory)

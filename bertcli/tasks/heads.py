@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertcli.config.checkpoint import is_discriminator
 from bertcli.core import jsonout
 from bertcli.core.errors import UserError, did_you_mean
 from bertcli.tasks.classification import SequenceFeaturizer
@@ -100,6 +101,8 @@ def saved_head(directory: Path) -> str:
         arch = architecture(directory)
     except UserError:
         return "pretraining"                   # load_checkpoint reports what is wrong
+    if is_discriminator(directory, arch):     # an RTD discriminator: the encoder + its RTD head
+        return "discriminator"
     for kind in HEADS.values():
         if kind.model_head != "pretraining" and any(arch.endswith(s) for s in kind.suffixes if s != "Model"):
             return kind.model_head

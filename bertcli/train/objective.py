@@ -16,9 +16,11 @@ import torch
 
 from bertcli.config.generator import generator_shape
 from bertcli.config.model import EncoderConfig
+from bertcli.core import console
 from bertcli.model.checkpoint import save_checkpoint
-from bertcli.model.electra import RTD_WEIGHT, RTDModel, RTDOutput, generator_config
+from bertcli.model.electra import RTD_WEIGHT, Discriminator, RTDModel, RTDOutput, generator_config, rtd_layout
 from bertcli.model.heads import PreTrainingModel
+from bertcli.model.init_from import init_rtd
 
 
 class RTDObjective:
@@ -46,31 +48,44 @@ class RTDObjective:
         return world_size * RTD_WEIGHT / max(1.0, global_tokens)
 
 
-def build_rtd(c: EncoderConfig, recipe) -> RTDModel:
-    """Generator + discriminator for the recipe; the discriminator has the built model's config."""
+def build_rtd(c: EncoderConfig, recipe, start: torch.nn.Module | None = None) -> RTDModel:
+    """Generator + discriminator for the recipe; the discriminator has the built model's config,
+    in the layout its checkpoints are written in (ELECTRA's for the BERT family: rtd_layout).
+    With model.init_from, `start` (the model loaded from it) and the checkpoint's RTD head and
+    generator/ give the weights (bertcli.model.init_from.init_rtd)."""
     m = recipe.model
-    return RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
-                                                            c.num_attention_heads)))
+    c = rtd_layout(c)
+    rtd = RTDModel(c, generator_config(c, *generator_shape(m.generator, c.hidden_size, c.num_hidden_layers,
+                                                           c.num_attention_heads)))
+    if m.init_from is not None and start is not None:
+        assert isinstance(start, PreTrainingModel), "init_model builds a PreTrainingModel"
+        for note in init_rtd(rtd, start, Path(m.init_from)):
+            console.log(f"init: {note}")
+    return rtd
 
 
 def save_rtd(model: torch.nn.Module, directory: Path, tokenizer_dir: Path) -> list[str]:
-    """The discriminator as the family's pretraining checkpoint in `directory` (what fine-tuning
-    reads: its encoder; the MLM head there is untrained), the generator as the family's MLM
-    checkpoint in `directory/generator`."""
+    """The discriminator in `directory`, the generator as an MLM checkpoint in `directory/generator`.
+
+    ELECTRA layout (BERT family): ElectraForPreTraining (encoder + discriminator_predictions) and
+    ElectraForMaskedLM. Other families: the family's encoder under its own names (no MLM head:
+    the discriminator has none), the RTD head in bertcli's own rtd_head.safetensors beside it
+    (save_checkpoint), and the family's MLM checkpoint of the generator."""
     rtd: Any = model
     while not isinstance(rtd, RTDModel):   # inside torch.compile / DDP wrappers
         rtd = getattr(rtd, "_orig_mod", None) or rtd.module
-    notes = save_checkpoint(_view(rtd.config, rtd.encoder, None), directory, tokenizer_dir=tokenizer_dir)
+    with torch.random.fork_rng():   # building the view must not move the training's random streams
+        disc = Discriminator(rtd.config)
+    disc.encoder, disc.discriminator_head = rtd.encoder, rtd.discriminator_head
+    notes = save_checkpoint(disc, directory, tokenizer_dir=tokenizer_dir)
     save_checkpoint(_view(rtd.generator_config, rtd.generator, rtd.generator_mlm), Path(directory) / "generator",
                     tokenizer_dir=tokenizer_dir)
     return notes
 
 
 def _view(c: EncoderConfig, encoder, mlm) -> PreTrainingModel:
-    """A PreTrainingModel holding `encoder` (and `mlm`, when given) for save_checkpoint's layout."""
+    """A PreTrainingModel holding `encoder` and `mlm` for save_checkpoint's layout."""
     with torch.random.fork_rng():   # building the view must not move the training's random streams
         view = PreTrainingModel(c)
-    view.encoder = encoder
-    if mlm is not None:
-        view.mlm = mlm
+    view.encoder, view.mlm = encoder, mlm
     return view

@@ -169,7 +169,7 @@ def _run(recipe: Recipe, resume: str | None, force: bool, d: distributed.Dist) -
     model = weights.build(data.tok, data.tokenizer_dir)
     if _rtd(recipe):  # the built model gives the discriminator's config; the generator is sized from it
         torch.manual_seed(recipe.seed)
-        model = build_rtd(cast(EncoderConfig, model.config), recipe)
+        model = build_rtd(cast(EncoderConfig, model.config), recipe, start=model)
     if d.main:
         recipe.out.mkdir(parents=True, exist_ok=True)
         recipe.save(recipe.out)
