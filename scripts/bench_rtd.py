@@ -93,8 +93,8 @@ class LoadSampler:
         return {"load1_min": min(s), "load1_mean": round(sum(s) / len(s), 2), "load1_max": max(s), "samples": len(s)}
 
 
-def run_together(jobs: dict[str, list[str]], logs: Path) -> dict[str, dict]:
-    """Start every job at once (nice 10, OMP_NUM_THREADS from the environment); wait for all.
+def run_together(jobs: dict[str, list[str]], logs: Path, nice: int) -> dict[str, dict]:
+    """Start every job at once (at `nice`, OMP_NUM_THREADS from the environment); wait for all.
     Per job: exit code, wall seconds, CPU seconds (user + system of the process and its children,
     from wait4), and the load average over the stage."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ def run_together(jobs: dict[str, list[str]], logs: Path) -> dict[str, dict]:
         for name, argv in jobs.items():
             f = open(logs / f"{name}.log", "w")
             files.append(f)
-            procs[name] = subprocess.Popen(["nice", "-n", "10", *argv], stdout=f, stderr=subprocess.STDOUT)
+            procs[name] = subprocess.Popen(["nice", "-n", str(nice), *argv], stdout=f, stderr=subprocess.STDOUT)
         pending = {p.pid: name for name, p in procs.items()}
         while pending:
             pid, status, usage = os.wait4(-1, 0)
@@ -140,14 +140,15 @@ def pretrain(args, out: Path) -> dict:
     common = pretrain_sets(args, out)
     sets = lambda objective: [a for s in common + [f"train.objective={objective}"] for a in ("--set", s)]  # noqa: E731
     # The shared stages first (one process), so the two runs do not race to build them.
-    subprocess.run(["nice", "-n", "10", *bertcli("build-data", "-r", "electra-tiny", *sets("rtd"))], check=True)
+    subprocess.run(["nice", "-n", str(args.nice), *bertcli("build-data", "-r", "electra-tiny", *sets("rtd"))], check=True)
     jobs = {arm: bertcli("pretrain", "-r", "electra-tiny", *sets(arm), "--set", f"output_dir={out / arm}")
             for arm in ("rtd", "mlm")}
-    report = run_together(jobs, out / "logs")
+    report = run_together(jobs, out / "logs", args.nice)
     for arm in ("rtd", "mlm"):
         report[arm].update(last_record(out / arm))
         report[arm]["steps"] = report[arm]["last_train"].get("step")
-    report["settings"] = {"recipe": "electra-tiny", "set": common, "budget": args.budget, "threads": args.threads}
+    report["settings"] = {"recipe": "electra-tiny", "set": common, "budget": args.budget, "threads": args.threads,
+                          "nice": args.nice}
     done.write_text(json.dumps(report, indent=2) + "\n")
     return report
 
@@ -193,7 +194,7 @@ def finetune(args, out: Path, n: int) -> dict:
               "--max-seq-length", str(args.seq), "--set", f"finetune.threads={args.threads}",
               "--set", "finetune.save_model=false"]
     jobs = {arm: bertcli("finetune", "classify", "-c", str(ckpt[arm]), "-o", str(root / arm), *common) for arm in ARMS}
-    report = run_together(jobs, root / "logs")
+    report = run_together(jobs, root / "logs", args.nice)
     cmp = subprocess.run(bertcli("compare", *(str(root / a) for a in ARMS), "--json"),
                          capture_output=True, text=True, check=True)
     (root / "compare.json").write_text(cmp.stdout)
@@ -204,9 +205,23 @@ def finetune(args, out: Path, n: int) -> dict:
 
 
 def arm_summary(results: dict) -> dict:
-    """The sweep's own summary of its one task (median, mean, sd, min, max, n of the score)."""
-    (task,) = results["sweep"]["tasks"].values() if "tasks" in results.get("sweep", {}) else (results,)
-    return task
+    """The sweep's own summary of its one task at the chosen rate: the score's (the mean of
+    accuracy, macro-F1 and MCC) and each dev metric's median, mean, sd, min, max, n and values."""
+    (task,) = results["sweep"]["tasks"].values()
+    key = task["chosen_key"] or next(iter(task["by_lr"]))
+    group = task["by_lr"][key]
+    return {"chosen_lr": task["chosen_lr"], "score": group["score"], "dev": group["dev"], "failed": group["failed"],
+            "by_lr_median": {k: v["score"]["median"] for k, v in task["by_lr"].items()},
+            # every run, a failed (chance-level) one too: the stats above leave those out
+            "per_seed": [{"lr": r["lr"], "seed": r["seed"], "status": r["status"], "score": r["score"],
+                          "macro_f1": r.get("dev", {}).get("dev", {}).get("macro_f1")} for r in task["runs"]]}
+
+
+def pairs(compare: dict) -> list[dict]:
+    """`bertcli compare`'s tests of the score: difference of medians, Welch p (raw and Holm), verdict."""
+    (task,) = compare["compare"]["tasks"]
+    keep = ("a", "b", "n_a", "n_b", "diff", "mean_diff", "spread", "p", "p_adjusted", "verdict")
+    return [{k: pr[k] for k in keep} for pr in task["pairs"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--pretrain-lr", default="2e-3")
     p.add_argument("--seed", type=int, default=0, help="of the random arm's initialization")
+    p.add_argument("--nice", type=int, default=10, help="niceness of every run (the fine-tuning scores do not "
+                   "depend on it: one thread, fixed seeds; the pretraining steps do)")
     p.add_argument("--stage", choices=("pretrain", "all"), default="all")
     args = p.parse_args(argv)
     out = args.out.resolve()
@@ -243,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         report["finetune"] = {}
         for n in labels:
             ft = finetune(args, out, n)
-            report["finetune"][str(n)] = {"labels": n, "arms": {a: arm_summary(ft["results"][a]) for a in ARMS},
-                                          "compare": ft["compare"], "runs": ft["runs"]}
+            report["finetune"][str(n)] = {"labels": n, "dev": args.dev, "seeds": args.seeds, "lr": args.lr,
+                                          "epochs": args.epochs, "nice": args.nice,
+                                          "arms": {a: arm_summary(ft["results"][a]) for a in ARMS},
+                                          "compare": pairs(ft["compare"]), "runs": ft["runs"]}
     report["machine"]["load_at_end"] = os.getloadavg()
     report["wall_s_this_call"] = round(time.time() - started, 1)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
