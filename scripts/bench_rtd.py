@@ -193,15 +193,42 @@ def finetune(args, out: Path, n: int) -> dict:
               "--lr", args.lr, "--epochs", str(args.epochs), "--batch-size", "32",
               "--max-seq-length", str(args.seq), "--set", f"finetune.threads={args.threads}",
               "--set", "finetune.save_model=false"]
-    jobs = {arm: bertcli("finetune", "classify", "-c", str(ckpt[arm]), "-o", str(root / arm), *common) for arm in ARMS}
-    report = run_together(jobs, root / "logs", args.nice)
-    cmp = subprocess.run(bertcli("compare", *(str(root / a) for a in ARMS), "--json"),
-                         capture_output=True, text=True, check=True)
-    (root / "compare.json").write_text(cmp.stdout)
-    report = {"labels": n, "runs": report, "compare": json.loads(cmp.stdout),
+    jobs = {arm: bertcli("finetune", "classify", "-c", str(ckpt[arm]), "-o", str(root / arm), *common) for arm in ARMS
+            if not (root / arm / "results.json").is_file()}   # an arm finished by an earlier call is kept
+    runs = json.loads((root / "runs.json").read_text()) if (root / "runs.json").is_file() else {}
+    runs.update(run_together(jobs, root / "logs", args.nice) if jobs else {})
+    (root / "runs.json").write_text(json.dumps(runs, indent=2) + "\n")
+    report = {"labels": n, "runs": runs, "compare": compare(root),
               "results": {a: json.loads((root / a / "results.json").read_text()) for a in ARMS}}
     done.write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def compare(root: Path) -> dict:
+    """`bertcli compare` of the three arms; where it refuses them together (an arm whose median
+    seed ended at chance has no chosen rate), each pair on its own, the refusal recorded."""
+    def run(arms) -> dict:
+        cmp = subprocess.run(bertcli("compare", *(str(root / a) for a in arms), "--json"), capture_output=True, text=True)
+        return json.loads(cmp.stdout) if cmp.returncode == 0 else {"refused": " ".join(cmp.stderr.split())}
+    out = {"all": run(ARMS)}
+    if "refused" in out["all"]:
+        out.update({f"{a}-{b}": run((a, b)) for i, a in enumerate(ARMS) for b in ARMS[i + 1:]})
+    (root / "compare.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+def welch_all_seeds(results: dict) -> dict:
+    """Welch's test (bertcli.core.stats) on every seed's score, the chance-level ones included
+    (compare leaves those out): what each checkpoint gives a user who fine-tunes it once."""
+    from bertcli.core.stats import welch
+
+    scores = {a: [r["score"] for r in next(iter(results[a]["sweep"]["tasks"].values()))["runs"]] for a in ARMS}
+    out = {}
+    for i, a in enumerate(ARMS):
+        for b in ARMS[i + 1:]:
+            w = welch(scores[a], scores[b])
+            out[f"{a}-{b}"] = {"mean_diff": w.diff, "t": w.t, "df": w.df, "p": w.p, "reason": w.reason}
+    return out
 
 
 def arm_summary(results: dict) -> dict:
@@ -217,11 +244,18 @@ def arm_summary(results: dict) -> dict:
                           "macro_f1": r.get("dev", {}).get("dev", {}).get("macro_f1")} for r in task["runs"]]}
 
 
-def pairs(compare: dict) -> list[dict]:
-    """`bertcli compare`'s tests of the score: difference of medians, Welch p (raw and Holm), verdict."""
-    (task,) = compare["compare"]["tasks"]
+def pairs(compared: dict) -> dict:
+    """`bertcli compare`'s tests of the score (difference of medians, Welch p raw and Holm-corrected,
+    verdict), or its refusal, per call."""
     keep = ("a", "b", "n_a", "n_b", "diff", "mean_diff", "spread", "p", "p_adjusted", "verdict")
-    return [{k: pr[k] for k in keep} for pr in task["pairs"]]
+    out: dict = {}
+    for name, c in compared.items():
+        if "refused" in c:
+            out[name] = c
+        else:
+            (task,) = c["compare"]["tasks"]
+            out[name] = [{k: pr[k] for k in keep} for pr in task["pairs"]]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             report["finetune"][str(n)] = {"labels": n, "dev": args.dev, "seeds": args.seeds, "lr": args.lr,
                                           "epochs": args.epochs, "nice": args.nice,
                                           "arms": {a: arm_summary(ft["results"][a]) for a in ARMS},
-                                          "compare": pairs(ft["compare"]), "runs": ft["runs"]}
+                                          "compare": pairs(ft["compare"]),
+                                          "welch_all_seeds": welch_all_seeds(ft["results"]), "runs": ft["runs"]}
     report["machine"]["load_at_end"] = os.getloadavg()
     report["wall_s_this_call"] = round(time.time() - started, 1)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
