@@ -12,7 +12,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,8 @@ import pytest
 import torch
 from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
+from helpers.ddp import free_port as _free_port
+from helpers.ddp import torchrun as _torchrun
 from helpers.reviews import review_rows as _rows
 from helpers.reviews import write_csv as _write_csv
 from helpers.sweeps import assert_close_json as _assert_close_json
@@ -30,21 +31,6 @@ from squad_synth import tiny_checkpoint as squad_checkpoint
 
 COMMON = ["--set", "finetune.dropout=0", "--set", "finetune.eval_batch_size=8", "--set", "finetune.threads=1"]
 WORKER = Path(__file__).parent / "helpers" / "ddp_finetune_worker.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _torchrun(*args, cwd: Path) -> subprocess.CompletedProcess:
-    """`torchrun --nproc_per_node 2 ARGS` (the launcher's module, this interpreter)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    env = {k: v for k, v in env.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")

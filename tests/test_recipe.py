@@ -14,7 +14,7 @@ from bertcli.core.errors import UserError
 EXPECTED_RECIPES = {
     "bert-tiny", "bert-base", "bert-large", "roberta-tiny", "roberta-base",
     "albert-tiny", "albert-base", "albert-large", "albert-xlarge", "albert-xxlarge", "glue",
-    "electra-tiny", "electra-small",
+    "electra-tiny", "electra-small", "electra-base",
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertcli.config.generator import GeneratorConfig, generator_shape
-from bertcli.config.recipe import Recipe, resolve, validate
+from bertcli.config.recipe import Recipe, load_recipe, resolve, validate
 from bertcli.config.sections import DataConfig
 from bertcli.core.errors import UserError
 from bertcli.data.collator import PretrainCollator
@@ -41,6 +41,23 @@ def test_generator_defaults_to_a_quarter_of_the_width():
     assert generator_shape(GeneratorConfig(), 256, 12, 4) == (64, 12, 1, 256)     # ELECTRA-Small's generator
     assert generator_shape(GeneratorConfig(), 768, 12, 12) == (192, 12, 3, 768)
     assert generator_shape(GeneratorConfig(hidden_size=48, num_attention_heads=2), 64, 2, 4)[:3] == (48, 2, 2)
+
+
+@pytest.mark.parametrize("name, shape, generator, lr, batch, steps, seq, predictions", [
+    ("electra-small", (12, 256, 4, 1024), (64, 12, 1, 256), 5e-4, 128, 1_000_000, 128, 19),
+    ("electra-base", (12, 768, 12, 3072), (256, 12, 4, 1024), 2e-4, 256, 766_000, 512, 79),
+])
+def test_electra_recipes_carry_the_papers_settings(name, shape, generator, lr, batch, steps, seq, predictions):
+    """Clark et al. 2020, table 6: the discriminator's shape, the generator a quarter (small) or a
+    third (base) of its hidden size, FFN and heads; lr, batch, steps, 10k warmup, 15% masks."""
+    r = load_recipe(name)
+    m, t = r.model, r.train
+    assert (m.num_hidden_layers, m.hidden_size, m.num_attention_heads, m.intermediate_size) == shape
+    g = m.generator
+    assert (g.hidden_size, g.num_hidden_layers, g.num_attention_heads, g.intermediate_size) == generator
+    assert (t.objective, t.learning_rate, t.batch_size, t.max_steps, t.warmup_steps) == ("rtd", lr, batch, steps, 10_000)
+    assert (t.eps, t.weight_decay, r.data.mlm_probability, r.data.masking) == (1e-6, 0.01, 0.15, "dynamic")
+    assert (r.data.max_seq_length, r.data.max_predictions_per_seq) == (seq, predictions)
 
 
 def _rows(n: int, seed: int) -> list[dict]:

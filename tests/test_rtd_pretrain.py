@@ -1,5 +1,6 @@
 """`bertcli pretrain` with train.objective: rtd, in process: it trains (both losses fall into the
-checkpoint), resumes bit for bit, and writes the discriminator and generator/ as checkpoints."""
+checkpoint), resumes bit for bit at a phase boundary and under a time budget, equals itself run
+as two DDP processes, and writes the discriminator and generator/ as checkpoints."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ import shutil
 import pytest
 import torch
 from conftest import ONE_THREAD, run_cli, write_documents
-from helpers.pretrain import model_records, pretrain_cli
+from helpers.ddp import torchrun
+from helpers.pretrain import CLI_TINY, model_records, pretrain_cli
 
+from bertcli.config.recipe import load_recipe
 from bertcli.model.checkpoint import load_checkpoint, read_weights
+from bertcli.train.loop import Trainer
+from bertcli.train.metrics import read_metrics
+from bertcli.train.phases import budget_multiplier
 
-RTD = ["--set", "train.objective=rtd", "--set", "data.masking=dynamic", "--set", "data.objective=none"]
+RTD = ["--set", "train.objective=rtd", "--set", "data.masking=dynamic", "--set", "data.objective=none",
+       "--set", "model.hidden_dropout_prob=0", "--set", "model.attention_probs_dropout_prob=0"]
+# Two phases of 2 steps, 16 then 32 tokens: the step-2 checkpoint is the phase boundary.
+PHASES = ["--set", "train.phases=[{steps: 2, data: {max_seq_length: 16, max_predictions_per_seq: 3}}, {steps: 2}]"]
 
 
 @pytest.fixture(scope="module")
@@ -24,24 +33,25 @@ def runs(tmp_path_factory):
     docs = [[" ".join(words[(d + s + k) % len(words)] for k in range(6 + s % 3)) + " ." for s in range(5)]
             for d in range(30)]
     write_documents(root / "corpus.txt", docs)
-    whole = pretrain_cli(root / "corpus.txt", root / "whole", *RTD)
+    whole = pretrain_cli(root / "corpus.txt", root / "whole", *RTD, *PHASES)
     assert whole.rc == 0, whole.output
-    # as if killed after step 2's checkpoint: the later checkpoint and final/ gone
+    # as if killed after step 2's checkpoint (the phase boundary): the later checkpoint and final/ gone
     shutil.copytree(root / "whole", root / "split")
     shutil.rmtree(root / "split" / "final")
     shutil.rmtree(root / "split" / "checkpoints" / "step-0000004")
-    rest = pretrain_cli(root / "corpus.txt", root / "split", *RTD, "--resume", "auto")
+    rest = pretrain_cli(root / "corpus.txt", root / "split", *RTD, *PHASES, "--resume", "auto")
     assert rest.rc == 0, rest.output
     return root
 
 
-def test_rtd_resume_is_bitwise(runs):
+def test_rtd_resume_at_the_phase_boundary_is_bitwise(runs):
     a, b = read_weights(runs / "whole" / "final"), read_weights(runs / "split" / "final")
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
     ga, gb = read_weights(runs / "whole" / "final" / "generator"), read_weights(runs / "split" / "final" / "generator")
     assert all(ga[k].equal(gb[k]) for k in ga)
     whole = model_records(runs / "whole")
     assert whole[-1] == model_records(runs / "split")[-1]
+    assert [r["phase"] for r in whole if "loss" in r] == ["phase1"] * 2 + ["phase2"] * 2
     last = [r for r in whole if "val_rtd_loss" in r][-1]     # the discriminator's figures are logged
     assert 0 < last["val_rtd_loss"] < 1 and 0.5 < last["val_rtd_acc"] <= 1
     assert last["val_loss"] == pytest.approx(last["val_mlm_loss"] + 50 * last["val_rtd_loss"])
@@ -145,3 +155,69 @@ def test_roc_auc_is_the_pairwise_probability():
     pairs = (pos[:, None] > neg[None]).double() + 0.5 * (pos[:, None] == neg[None]).double()
     assert roc_auc(score, label) == pytest.approx(pairs.mean().item(), abs=1e-12)
     assert roc_auc(score, torch.zeros(40, dtype=torch.bool)) is None
+
+
+def test_two_process_rtd_equals_one_process(runs):
+    """The same two-phase run under torchrun, 2 processes x 2 rows of the global batch of 4: the
+    masks and the generator's samples are keyed per row and the losses are means over the global
+    batch, so the records and the weights equal the one-process run's up to float32 sums taken in
+    another order (as the MLM test in test_train_loop: rel 1e-5 on metrics, 1e-4 on weights)."""
+    sets = [*CLI_TINY, f"corpus.sources=[{runs / 'corpus.txt'}]", f"output_dir={runs / 'ddp'}", "train.max_steps=4"]
+    r = torchrun("-m", "bertcli", "pretrain", "-r", "bert-tiny", *[x for s in sets for x in ("--set", s)],
+                 *RTD, *PHASES, cwd=runs)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    one, two = model_records(runs / "whole"), model_records(runs / "ddp")
+    assert [r["step"] for r in one] == [r["step"] for r in two] and len(one) >= 4
+    for r1, r2 in zip(one, two):
+        for k in ("loss", "mlm_loss", "rtd_loss", "rtd_acc", "mlm_acc", "val_loss", "val_rtd_loss", "val_rtd_acc"):
+            if k in r1:
+                assert r1[k] == pytest.approx(r2[k], rel=1e-5, abs=1e-6), (r1["step"], k)
+    for sub in ("", "generator"):
+        a, b = read_weights(runs / "whole" / "final" / sub), read_weights(runs / "ddp" / "final" / sub)
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+
+
+class FakeClock:
+    """Each reading 1 s after the previous: the trainer reads it when training starts and after
+    every update, so update k ends at k seconds of training (test_budget.py's clock)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_rtd_under_a_time_budget_stops_on_time_and_resumes_bitwise(runs, monkeypatch):
+    """train.max_time 3s with max_steps far away, on a fake clock: the run stops after update 3
+    with the learning rate laid out over the budget; resumed from its step-2 checkpoint (2 s
+    spent), it does the one update left and ends with the same weights and records."""
+    plain = Trainer.__init__
+
+    def with_fake_clock(self, inputs):
+        plain(self, inputs)
+        self.clock = FakeClock()
+
+    monkeypatch.setattr(Trainer, "__init__", with_fake_clock)
+    budget = [*RTD, "--set", "train.max_time=3s", "--set", "train.warmup_steps=1"]
+    full = pretrain_cli(runs / "corpus.txt", runs / "budget", *budget, steps=1000)
+    assert full.rc == 0, full.output
+    m = model_records(runs / "budget")
+    steps = [r for r in read_metrics(runs / "budget" / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3] and [r["train_seconds"] for r in steps] == [1.0, 2.0, 3.0]
+    t = load_recipe(str(runs / "budget" / "recipe.yaml")).train
+    expected = [t.learning_rate * budget_multiplier(t, max(k / 1000, (k - 1) / 3)) for k in (1, 2, 3)]
+    assert [r["lr"] for r in steps] == pytest.approx(expected, rel=1e-9)
+    shutil.copytree(runs / "budget", runs / "budget-split")
+    shutil.rmtree(runs / "budget-split" / "final")
+    for ck in (runs / "budget-split" / "checkpoints").iterdir():
+        if ck.name != "step-0000002":
+            shutil.rmtree(ck)
+    rest = pretrain_cli(runs / "corpus.txt", runs / "budget-split", *budget, "--resume", "auto", steps=1000)
+    assert rest.rc == 0, rest.output
+    a, b = read_weights(runs / "budget" / "final"), read_weights(runs / "budget-split" / "final")
+    assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+    assert model_records(runs / "budget-split")[-1] == m[-1]

@@ -106,6 +106,11 @@ class RTDModel(nn.Module):
         init_weights(self)
         # Shared after init: one module, so both losses reach the same parameters.
         self.generator.embeddings = self.encoder.embeddings
+        # No loss reads a pooler (ELECTRA has none; the checkpoints carry them untrained): frozen,
+        # so that DDP, which requires a gradient for every trainable parameter, accepts the model.
+        for pooler in (self.encoder.pooler, self.generator.pooler):
+            if pooler is not None:
+                pooler.requires_grad_(False)
 
     def generator_logits(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None,
                          mlm_positions: Tensor) -> Tensor:
