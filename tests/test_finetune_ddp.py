@@ -14,13 +14,14 @@ import random
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
+from helpers.ddp import COMMON, WORKER
 from helpers.ddp import free_port as _free_port
+from helpers.ddp import outputs as _outputs
 from helpers.ddp import torchrun as _torchrun
 from helpers.reviews import review_rows as _rows
 from helpers.reviews import write_csv as _write_csv
@@ -28,9 +29,6 @@ from helpers.sweeps import assert_close_json as _assert_close_json
 from safetensors.torch import load_file
 from squad_synth import all_text, write_squad
 from squad_synth import tiny_checkpoint as squad_checkpoint
-
-COMMON = ["--set", "finetune.dropout=0", "--set", "finetune.eval_batch_size=8", "--set", "finetune.threads=1"]
-WORKER = Path(__file__).parent / "helpers" / "ddp_finetune_worker.py"
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +74,6 @@ def jobs(tmp_path_factory):
     r = _torchrun(WORKER, spec, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
-
-
-def _outputs(folder: Path) -> dict[str, bytes]:
-    skip = {"results.json", "model.safetensors", "recipe.yaml", "bertcli-manifest.json"}  # hashes the weights
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name not in skip and not p.name.startswith(".")}
 
 
 @pytest.mark.parametrize("task", ["classify", "ner", "squad"])

@@ -29,8 +29,11 @@ import pytest
 import torch
 from conftest import ONE_THREAD, run_cli
 from finetune_fixtures import tiny_checkpoint
+from helpers.ddp import COMMON, WORKER
+from helpers.ddp import free_port as _free_port
+from helpers.ddp import outputs as _outputs
+from helpers.sweeps import assert_close_json as _assert_close_json
 from safetensors.torch import load_file
-from test_finetune_ddp import COMMON, WORKER, _assert_close_json, _free_port, _outputs
 
 SYLLABLES = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "zu", "fe"]
 

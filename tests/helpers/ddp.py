@@ -9,6 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The fine-tuning DDP tests' shared settings (test_finetune_ddp, test_finetune_ddp_embed): dropout 0,
+# so that two processes can equal one, and the worker script that plays one torchrun rank.
+COMMON = ["--set", "finetune.dropout=0", "--set", "finetune.eval_batch_size=8", "--set", "finetune.threads=1"]
+WORKER = Path(__file__).parent / "ddp_finetune_worker.py"
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    """A fine-tuned folder's files by name, but those that hash or hold the weights (compared apart)."""
+    skip = {"results.json", "model.safetensors", "recipe.yaml", "bertcli-manifest.json"}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in skip and not p.name.startswith(".")}
+
 
 def free_port() -> int:
     with socket.socket() as s:
