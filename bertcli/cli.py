@@ -19,6 +19,7 @@ import typer
 from bertcli.cli_help import plain_help
 from bertcli.cli_report import pretrain_figures, reporting, show_stage
 from bertcli.config.bounds import MAX_BATCH, MAX_INT32, MAX_LAYERS, MAX_LENGTH, MAX_SEED, MAX_THREADS, MAX_VOCAB
+from bertcli.config.finetune_sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: read by the tests)
     CHECKPOINT_HELP,
     FINETUNE_FLAGS,
@@ -34,7 +35,6 @@ from bertcli.config.options import (  # noqa: F401 (NUM_FLAGS, FINETUNE_FLAGS: r
     option,
     pooling_option,
 )
-from bertcli.config.sections import FinetuneConfig  # pure data: numeric flags share its declared ranges
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 from bertcli.finetune import command as task_commands

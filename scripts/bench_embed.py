@@ -79,7 +79,7 @@ def build(directory: Path, size: str, max_len: int, corpus: list[str]) -> None:
 
 def bertcli_side(directory: Path, anchors, positives, args, device):
     """(step(i) -> real tokens, embedder) running bertcli's embed task on `device`."""
-    from bertcli.config.sections import FinetuneConfig
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.finetune.embed.data import EmbedSplit
     from bertcli.finetune.embed.task import EmbedTask
     from bertcli.finetune.engine import collate

@@ -269,7 +269,7 @@ REAL_SIZES = {"sentiment": dict(train=160, dev=200, lr=1e-4, batch=16, epochs=2,
 
 def finetune_cfg(kind: str, size: dict):
     """bertcli's finetune section (its defaults) with the benchmark's common hyperparameters."""
-    from bertcli.config.sections import FinetuneConfig
+    from bertcli.config.finetune_sections import FinetuneConfig
 
     common = dict(learning_rate=size["lr"], batch_size=size["batch"], epochs=float(size["epochs"]),
                   max_seq_length=size["length"], warmup_ratio=0.1)

@@ -228,6 +228,30 @@ def test_a_task_where_every_run_failed_has_no_figure_and_no_test(tmp_path):
     assert "no run finished ok (diverged 3, chance 1)" in run_cli("compare", a, b).stdout
 
 
+def test_a_sweep_whose_median_run_ended_at_chance_has_no_figure(tmp_path):
+    """The sweep never chooses a rate whose median run ended at chance, though one seed finished
+    ok (a legitimate summary, written here by the sweep's own rule): compare reads it, counts
+    the runs and gives no figure, since the one ok seed alone would hide the failed majority."""
+    from bertcli.finetune.sweep_summary import task_entry
+
+    runs = [{"lr": 1e-3, "seed": 42 + i, "dir": f"lr-0.001/seed-{42 + i}", "status": status, "score": score,
+             "dev": {"dev": {"accuracy": score}}, "test": {}}
+            for i, (status, score) in enumerate([("ok", 0.61), ("chance", 0.33), ("chance", 0.34)])]
+    entry = task_entry(runs, [1e-3], "accuracy")
+    assert entry["chosen_lr"] is None
+    a = tmp_path / "a"
+    a.mkdir()
+    sweep = {"version": 1, "command": "classify", "checkpoint": "ckpt/a", "seeds": [42, 43, 44],
+             "learning_rates": [1e-3], "threads": 1, "statistic": "median", "tasks": {"classify": entry}}
+    (a / "results.json").write_text(json.dumps({"sweep": sweep}), encoding="utf-8")
+    b = write_sweep(tmp_path / "b", "ckpt/b", {"classify": {1e-3: [0.60, 0.62, 0.64]}})
+    task = compare_json(a, b)["tasks"][0]
+    cell = task["rows"][0]["cells"]["a"]
+    assert (cell["lr"], cell["n"], cell["runs"], cell["failed"]) == (None, 0, 3, {"diverged": 0, "chance": 2})
+    assert task["pairs"][0]["p"] is None
+    assert "no rate chosen: the median run failed (chance 2, ok 1)" in run_cli("compare", a, b).stdout
+
+
 def test_single_runs_are_shown_but_not_testable(tmp_path):
     a = write_single(tmp_path / "a", "ckpt/a", "classify", 0.81)
     b = write_sweep(tmp_path / "b", "ckpt/b", {"classify": {5e-5: [0.8, 0.82, 0.83]}})

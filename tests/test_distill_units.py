@@ -275,7 +275,7 @@ def test_a_teacher_asked_to_time_onnx_needs_the_export_layers_timer():
     than leaving `distill.speed` silently out of results.json."""
     from pathlib import Path
 
-    from bertcli.config.sections import DistillConfig
+    from bertcli.config.finetune_sections import DistillConfig
     from bertcli.finetune.distill.teacher import Teacher
 
     with pytest.raises(ValueError, match="time_onnx"):

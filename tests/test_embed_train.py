@@ -242,7 +242,7 @@ def test_the_tasks_objective_with_gather_equals_without_in_one_process(symmetric
     import dataclasses
     from pathlib import Path
 
-    from bertcli.config.sections import FinetuneConfig
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.finetune.embed.task import EmbedTask
 
     B, k = 4, 2

@@ -199,7 +199,7 @@ def test_distill_intermediate_losses_are_refused_under_torchrun(tmp_path):
     the process group is joined, naming the keys to set; alone, or with soft + hard only, nothing."""
     import dataclasses
 
-    from bertcli.config.sections import DistillConfig
+    from bertcli.config.finetune_sections import DistillConfig
     from bertcli.core.errors import UserError
     from bertcli.finetune.distill.teacher import Teacher
 

@@ -256,8 +256,8 @@ def test_numeric_flags_share_the_recipe_declaration():
     """features --max-seq-length and finetune.max_seq_length refuse the same values."""
     import dataclasses
 
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.schema import check_value
-    from bertcli.config.sections import FinetuneConfig
 
     f = {x.name: x for x in dataclasses.fields(FinetuneConfig)}["max_seq_length"]
     for bad in (0, -4, 7):

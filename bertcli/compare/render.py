@@ -85,7 +85,10 @@ def _cell(cell: dict | None) -> str:
         return "-"
     ok = f"{cell['n']}" if cell["n"] == cell["runs"] else f"{cell['n']} of {cell['runs']}"
     if cell["n"] == 0:
+        finished = cell["runs"] - sum(cell["failed"].values())
         failed = ", ".join(f"{k} {v}" for k, v in cell["failed"].items() if v)
+        if finished:   # the sweep chose no rate: each rate's median run failed
+            return f"no rate chosen: the median run failed ({failed}, ok {finished})"
         return f"no run finished ok ({failed})"
     if cell["n"] == 1:
         return f"{_num(cell['median'])} (n {ok})"

@@ -30,8 +30,8 @@ class TaskRuns:
     hold one figure per seed that finished ok, in the same order."""
 
     score_name: str | None                    # the metric score() uses; a plain run does not record it
-    lr: float | None                          # None: no rate had a run that finished ok
-    runs: int                                 # runs at that rate, failed ones included
+    lr: float | None                          # None: no rate chosen (each rate's median run failed)
+    runs: int                                 # runs at that rate (all rates' when none is chosen), failed included
     failed: dict[str, int]                    # "diverged" / "chance" -> how many of `runs`
     score: list[float]
     dev: dict[tuple[str, str], list[float]]   # (dev split, metric) -> per-seed figures
@@ -138,12 +138,13 @@ def _sweep_task(t: dict, where: str) -> TaskRuns:
     if chosen is not None and not ok:
         raise UserError(f"the chosen learning rate {chosen:g} has no run that finished ok", where=f"{where}.chosen_lr",
                         fix=FIX_DAMAGED)
-    if chosen is None and ok:
-        raise UserError("no learning rate is chosen, yet some runs finished ok", where=f"{where}.chosen_lr",
-                        fix=FIX_DAMAGED)
+    # No rate chosen while some runs finished ok: every rate's median run diverged or ended at
+    # chance (the sweep never chooses such a rate). The task then has no figure: the ok runs'
+    # scores alone would hide the failed majority, so they are counted, not summarized.
+    figures = ok if chosen is not None else []
     return TaskRuns(_get(t, "score", str, where), chosen, len(runs),
                     {s: sum(status == s for status, _, _ in runs) for s in STATUSES[1:]},
-                    [_number(r, "score", at) for r, at in ok], _dev_figures(ok),
+                    [_number(r, "score", at) for r, at in figures], _dev_figures(figures),
                     from_mnli=_get(t, "from_mnli", bool, where))
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import typer
 
 from bertcli.config.bounds import MAX_SEED
+from bertcli.config.finetune_sections import FinetuneConfig
 from bertcli.config.schema import check_value, range_words
-from bertcli.config.sections import FinetuneConfig
 from bertcli.core import console, jsonout
 from bertcli.core.errors import UserError
 

@@ -26,6 +26,7 @@ from bertcli.config.bounds import MAX_SEED
 from bertcli.config.continued import resolve_init_from
 from bertcli.config.families import FAMILIES, family_spec
 from bertcli.config.families import position_offset as _offset
+from bertcli.config.finetune_sections import FinetuneConfig, TaskOverrides
 from bertcli.config.generator import generator_shape
 from bertcli.config.model import resolve_model, resolved
 from bertcli.config.phases import parse_duration, plan
@@ -33,7 +34,6 @@ from bertcli.config.schema import Ctx, build, check_values, coerce, pretty_type,
 from bertcli.config.sections import (
     CorpusConfig,
     DataConfig,
-    FinetuneConfig,
     ModelConfig,
     SourceConfig,
     TokenizerConfig,
@@ -295,7 +295,7 @@ def general_keys_win(raw: dict, set_keys: list[str]) -> None:
     if not isinstance(ft, dict):
         return
     given = set(set_keys)
-    training = {f.name for f in dataclasses.fields(sections.TaskOverrides)}
+    training = {f.name for f in dataclasses.fields(TaskOverrides)}
     blocks = [(name, block) for name, block in ft.items() if isinstance(block, dict) and name != "tasks"]
     if isinstance(ft.get("tasks"), dict):
         blocks += [(f"tasks.{name}", block) for name, block in ft["tasks"].items() if isinstance(block, dict)]

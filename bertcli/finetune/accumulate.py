@@ -33,7 +33,7 @@ from bertcli.train.distributed import all_gather_json
 from bertcli.train.precision import autocast
 
 if TYPE_CHECKING:
-    from bertcli.config.sections import FinetuneConfig
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.finetune.task import Features, Task
     from bertcli.train.distributed import Dist
 

@@ -58,8 +58,8 @@ from bertcli.train.schedule import build_scheduler
 from bertcli.train.trackers import check_report_to
 
 if TYPE_CHECKING:
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import FinetuneConfig
     from bertcli.finetune.distill.teacher import Teacher
     from bertcli.model.checkpoint import LoadReport
     from bertcli.tokenization.load import TokenizerInfo

@@ -66,7 +66,7 @@ if TYPE_CHECKING:                     # typing.Self is 3.11+; typing_extensions 
     from torch import nn
     from typing_extensions import Self
 
-    from bertcli.config.sections import FinetuneConfig, TaskOverrides
+    from bertcli.config.finetune_sections import FinetuneConfig, TaskOverrides
     from bertcli.tokenization.load import TokenizerInfo
 
 

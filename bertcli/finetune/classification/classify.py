@@ -35,8 +35,8 @@ from bertcli.io.tables import Table
 from bertcli.io.text import DEFAULT_MAX_LINE_BYTES, LineOptions, check_encoding
 
 if TYPE_CHECKING:
+    from bertcli.config.finetune_sections import ClassifyConfig, FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import ClassifyConfig, FinetuneConfig
 
 CLASSIFY_METRICS = ("accuracy", "macro_f1", "mcc")
 REGRESSION_METRICS = ("pearson", "spearman")

@@ -20,7 +20,7 @@ from bertcli.finetune.classification.labels import LabelSpec
 from bertcli.finetune.task import Hyper, overlay  # noqa: F401 (Hyper: re-exported)
 
 if TYPE_CHECKING:
-    from bertcli.config.sections import FinetuneConfig
+    from bertcli.config.finetune_sections import FinetuneConfig
 
 
 @dataclass(frozen=True)

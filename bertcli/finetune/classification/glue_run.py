@@ -29,8 +29,8 @@ from bertcli.finetune.classification.task import SequenceTask
 from bertcli.finetune.task import TaskSplits
 
 if TYPE_CHECKING:
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import FinetuneConfig
 
 
 class GlueTask(SequenceTask):

@@ -36,8 +36,8 @@ from bertcli.finetune.classification.glue_run import GlueTask, select_tasks
 from bertcli.finetune.classification.submission import write_json
 
 if TYPE_CHECKING:
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import FinetuneConfig
 
 FROM_MNLI = ("rte", "mrpc", "stsb")
 AVERAGE_RULE = ("GLUE-dev average: the mean over the 8 tasks without WNLI of each task's cell, a task with two "

@@ -26,8 +26,8 @@ from bertcli.finetune.qa.task import SquadTask
 from bertcli.finetune.tagging.task import NerTask
 
 if TYPE_CHECKING:
+    from bertcli.config.finetune_sections import DistillConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import DistillConfig
     from bertcli.finetune.task import Task
 
 CACHE = ".teacher-logits"    # inside the output directory (nothing is written beside it): a --force rerun

@@ -39,7 +39,7 @@ from bertcli.model.checkpoint import LoadReport, load_checkpoint
 from bertcli.train.distributed import Dist, all_reduce_sum
 
 if TYPE_CHECKING:
-    from bertcli.config.sections import DistillConfig, FinetuneConfig
+    from bertcli.config.finetune_sections import DistillConfig, FinetuneConfig
     from bertcli.finetune.engine import FitResult
     from bertcli.finetune.task import Features, Task
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bertcli.config.finetune_sections import EmbedConfig  # pure data: the flag shares its declared range
 from bertcli.config.options import EncodingOpt, num_option, option, pooling_option
-from bertcli.config.sections import EmbedConfig  # pure data: the flag shares its declared range
 from bertcli.core.errors import UserError
 from bertcli.finetune.command import TaskCommand
 

@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # torch and the losses (embed.step) load where a batch is tra
     import torch
     from torch import nn
 
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import FinetuneConfig
     from bertcli.tokenization.load import TokenizerInfo
 
 KIND_WORDS = {"pairs": "in-batch negatives", "scored": "CoSENT on scored pairs", "simcse": "unsupervised SimCSE"}

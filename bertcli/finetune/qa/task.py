@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from bertcli.config.finetune_sections import FinetuneConfig
     from bertcli.config.recipe import Recipe
-    from bertcli.config.sections import FinetuneConfig
     from bertcli.tokenization.load import TokenizerInfo
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcli.config.sections import SquadConfig
+from bertcli.config.finetune_sections import SquadConfig
 from bertcli.core.errors import UserError
 from bertcli.tasks.featurizer import Context, field
 from bertcli.tasks.qa.data import SquadSplit

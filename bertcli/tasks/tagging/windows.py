@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcli.config.sections import NerConfig
+from bertcli.config.finetune_sections import NerConfig
 from bertcli.core.errors import UserError
 from bertcli.tasks.featurizer import TEXT, Context, field, softmax
 from bertcli.tasks.qa.features import tight_spans
