@@ -98,6 +98,8 @@ def swept(tmp_path_factory):
     release = threading.Event()
 
     class FinishHangs:
+        bound_s = 0.3    # its own bound: MLflow and TensorBoard beside it keep the real one, however loaded the machine
+
         def start(self, *a):
             return {"id": "stand-in"}
 
@@ -107,7 +109,6 @@ def swept(tmp_path_factory):
         def finish(self):
             release.wait(30)
 
-    mp.setattr(trackers, "BOUND_S", 0.3)
     mp.setitem(trackers.BACKENDS, "wandb", FinishHangs)
     mp.setattr(engine, "evaluate_devs", spy_eval)
     mp.setattr(tracking.RunLog, "__call__", killing_log)
@@ -224,5 +225,5 @@ def test_a_hanging_tracker_costs_a_bounded_wait(tmp_path, monkeypatch):
     finally:
         release.set()
     assert calls == ["start", "log 1", "finish"]
-    assert len(warnings) == 2 and all("took longer than 0s" in w for w in warnings), warnings
+    assert len(warnings) == 2 and all("took longer than 0.3 s" in w for w in warnings), warnings
     assert 0.5 <= took < 10, took                               # two bounds of 0.3 s, not a hang
