@@ -104,7 +104,8 @@ def test_wandb_offline_run_holds_the_metrics_and_config(tracked):
     from wandb.proto import wandb_internal_pb2 as pb
 
     run, ids, _ = tracked
-    dirs = sorted((run / "wandb").glob(f"offline-run-*-{ids['wandb']['id']}"))
+    # offline-run-DATE_TIME-ID, and -ID-1 for a resume that starts within the same second
+    dirs = sorted(p for p in (run / "wandb").glob("offline-run-*") if p.name.split("-")[3] == ids["wandb"]["id"])
     assert dirs, sorted(p.name for p in (run / "wandb").iterdir())
     losses: dict[int, float] = {}
     config: dict = {}
