@@ -51,8 +51,9 @@ def pretrain_sets(args, out: Path) -> list[str]:
         f"cache_dir={out / 'cache'}",
         f"model.hidden_size={args.hidden}", f"model.num_hidden_layers={args.layers}",
         f"model.num_attention_heads={args.hidden // 64}", f"model.intermediate_size={4 * args.hidden}",
-        f"model.generator.hidden_size={args.hidden // 4}", "model.generator.num_attention_heads=1",
-        f"model.generator.num_hidden_layers={args.layers}", f"model.generator.intermediate_size={args.hidden}",
+        f"model.generator.hidden_size={args.generator_hidden or args.hidden // 4}", "model.generator.num_attention_heads=1",
+        f"model.generator.num_hidden_layers={args.generator_layers or args.layers}",
+        f"model.generator.intermediate_size={4 * (args.generator_hidden or args.hidden // 4)}",
         f"data.max_seq_length={args.seq}",
         f"data.max_predictions_per_seq={int((0.15 + 0.005) * args.seq)}",
         f"train.max_time={args.budget}", "train.max_steps=1000000",
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--generator-hidden", type=int, default=0, help="the generator's width (0: a quarter of --hidden)")
+    p.add_argument("--generator-layers", type=int, default=0, help="the generator's depth (0: --layers)")
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--warmup", type=int, default=100)
