@@ -16,17 +16,14 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from conftest import ONE_THREAD, popen_cli, run_cli, wait_paused
 from finetune_fixtures import corpus_texts, tagged_sentence, tiny_checkpoint, write_conll
-from helpers.ddp import COMMON, WORKER
+from helpers.ddp import COMMON, WORKER, assert_same_model_folder
 from helpers.ddp import free_port as _free_port
 from helpers.ddp import outputs as _outputs
 from helpers.ddp import torchrun as _torchrun
 from helpers.reviews import review_rows as _rows
 from helpers.reviews import write_csv as _write_csv
-from helpers.sweeps import assert_close_json as _assert_close_json
-from safetensors.torch import load_file
 from squad_synth import all_text, write_squad
 from squad_synth import tiny_checkpoint as squad_checkpoint
 
@@ -92,24 +89,9 @@ def test_two_processes_equal_one(jobs, task):
             for k, v in metrics.items():
                 assert h2["dev"][split][k] == pytest.approx(v, rel=1e-5, abs=1e-6), (task, split, k)
     assert r1["best_epoch"] == r2["best_epoch"]
-    files1, files2 = _outputs(one), _outputs(two)
-    assert files1.keys() == files2.keys() and any("dev" in k or k == "predictions.json" for k in files1), sorted(files1)
-    for k in files1:
-        if k.endswith(".json"):       # SQuAD's n-best lists carry logits: same texts, floats within tolerance
-            _assert_close_json(json.loads(files1[k]), json.loads(files2[k]), f"{task} {k}")
-        elif k.endswith(".jsonl"):    # metrics.jsonl: the same per-step losses, to float tolerance (summed over ranks)
-            lines1, lines2 = files1[k].splitlines(), files2[k].splitlines()
-            assert len(lines1) == len(lines2) >= r1["steps"], (task, k)
-            for a, b in zip(lines1, lines2):
-                _assert_close_json(json.loads(a), json.loads(b), f"{task} {k}")
-        else:
-            assert files1[k] == files2[k], (task, k)
-    w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    assert w1.keys() == w2.keys()
-    for k in w1:
-        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-4, msg=lambda m, k=k: f"{task} {k}: {m}")
-    # only rank 0 wrote: no other rank's folder or temporary next to the output
-    assert sorted(p.name for p in two.parent.glob(f"{two.name}*")) == [two.name]
+    assert any("dev" in k or k == "predictions.json" for k in _outputs(one)), sorted(_outputs(one))
+    assert len((one / "metrics.jsonl").read_text().splitlines()) >= r1["steps"], task
+    assert_same_model_folder(one, two, task)
 
 
 def test_bad_input_fails_every_rank_before_joining(tmp_path):

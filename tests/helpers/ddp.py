@@ -15,6 +15,38 @@ COMMON = ["--set", "finetune.dropout=0", "--set", "finetune.eval_batch_size=8", 
 WORKER = Path(__file__).parent / "ddp_finetune_worker.py"
 
 
+def assert_same_model_folder(one: Path, two: Path, label: str) -> None:
+    """The one-process and two-process fine-tuned folders hold the same files: JSON within float
+    tolerance (SQuAD's n-best lists carry logits; metrics.jsonl line by line: the per-step losses
+    summed over ranks in another order), the rest byte for byte; the weights within 1e-4 (Adam
+    amplifies rounding of near-zero gradients); and only rank 0 wrote (no other folder or
+    temporary next to the output)."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from helpers.sweeps import assert_close_json
+
+    files1, files2 = outputs(one), outputs(two)
+    assert files1.keys() == files2.keys(), (label, sorted(files1), sorted(files2))
+    for k in files1:
+        if k.endswith(".json"):
+            assert_close_json(json.loads(files1[k]), json.loads(files2[k]), f"{label} {k}")
+        elif k.endswith(".jsonl"):
+            lines1, lines2 = files1[k].splitlines(), files2[k].splitlines()
+            assert len(lines1) == len(lines2), (label, k)
+            for a, b in zip(lines1, lines2):
+                assert_close_json(json.loads(a), json.loads(b), f"{label} {k}")
+        else:
+            assert files1[k] == files2[k], (label, k)
+    w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    assert w1.keys() == w2.keys()
+    for k in w1:
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-4, msg=lambda m, k=k: f"{label} {k}: {m}")
+    assert sorted(p.name for p in two.parent.glob(f"{two.name}*")) == [two.name]
+
+
 def outputs(folder: Path) -> dict[str, bytes]:
     """A fine-tuned folder's files by name, but those that hash or hold the weights (compared apart)."""
     skip = {"results.json", "model.safetensors", "recipe.yaml", "bertcli-manifest.json"}
