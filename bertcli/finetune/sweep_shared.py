@@ -44,7 +44,7 @@ from bertcli.core.errors import Diverged, UserError
 from bertcli.core.locks import run_lock
 from bertcli.core.outputs import check_output_dir, claim, drop_files
 from bertcli.finetune import sweep as sweeps
-from bertcli.finetune import sweep_summary
+from bertcli.finetune import sweep_summary, tracking
 from bertcli.finetune.classification.submission import write_json
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ def run_shared(plan: sweeps.Plan, recipe: Recipe, checkpoint: Path, out: Path, o
             start = time.monotonic()
             this = sweeps.run_recipe(recipe, lr, seed, plan.threads)
             try:
-                results = one_run(this, folder)
+                with tracking.in_sweep(f"{out.name}-{plan.command}", folder):   # grouped as a one-process sweep's
+                    results = one_run(this, folder)
             except Diverged as e:
                 results = sweeps.record_diverged(folder, this, lr, seed, e)
             clock.ran(time.monotonic() - start, results)
