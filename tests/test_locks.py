@@ -4,6 +4,7 @@ the lock: no sleeps, no races."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -118,3 +119,45 @@ def test_ctrl_c_during_a_stage_build_says_what_was_interrupted(tmp_path, stage, 
     again = run_cli(*command, *sets, cwd=tmp_path, env=ONE_THREAD)
     assert again.rc == 0, again.output
     assert f"{stage}: built" in again.stderr or "(built)" in again.stdout
+
+
+# ------------------------------------------------ lock files holding junk (a hostile state file)
+HOLDERS = {"huge": b"99999999999999999999999 host\n", "negative": b"-5 host\n", "text": b"abc def\n",
+           "binary": b"\xff\xfe\x00\x81garbage", "empty": b"", "zero": b"0 host\n", "json": b'{"pid": 12}\n',
+           "float": b"12.5 host\n", "superscript": "\u00b2 host\n".encode(), "arabic_digits": "\u0663 host\n".encode(),
+           "over_pid_max": b"4194305 host\n", "long": b"7" * 10000}
+
+
+@pytest.mark.parametrize("holder", list(HOLDERS))
+def test_a_free_lock_with_a_junk_holder_is_taken(tmp_path, holder, capfd):
+    run = tmp_path / "run"
+    lock_path(run).write_bytes(HOLDERS[holder])
+    with run_lock(run):
+        assert lock_path(run).read_text().split() == [str(os.getpid()), socket.gethostname()]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("holder", list(HOLDERS))
+def test_a_held_lock_with_a_junk_holder_is_one_message(tmp_path, holder):
+    run = tmp_path / "run"
+    path = lock_path(run)
+    path.write_bytes(HOLDERS[holder])
+    with open(path, "rb") as other:        # another open file: its flock conflicts like a second process's
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(UserError, match="in use by another bertcli process") as info:
+            with run_lock(run):
+                pass
+        assert "names no valid PID" in info.value.what and info.value.fix
+    assert path.read_bytes() == HOLDERS[holder]          # the loser writes nothing
+
+
+@pytest.mark.parametrize("holder", ["huge", "binary"])
+def test_pretrain_with_a_held_junk_lock_is_one_message(tmp_path, holder):
+    run = tmp_path / "run"
+    path = lock_path(run)
+    path.write_bytes(HOLDERS[holder])
+    with open(path, "rb") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = run_cli("pretrain", "-r", "bert-tiny", "--set", f"output_dir={run}", cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "in use by another bertcli process", "names no valid PID")
+    assert path.read_bytes() == HOLDERS[holder] and not run.exists()

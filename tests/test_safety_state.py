@@ -7,16 +7,14 @@ documented set-aside, never a traceback, and nothing the user had is changed.
   export, fine-tuning or predict; without a manifest (transformers) the safetensors lengths;
 - the Hugging Face cache layout (snapshot symlinks into ../../blobs/) loads; other links do not;
 - predict on foreign or damaged bundles: the graph's outputs and export_info.json by type;
-- lock files holding junk."""
+- (lock files holding junk: tests/test_locks.py)."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -566,54 +564,7 @@ def test_the_intact_bundle_still_predicts(bundle, tiny_bert):
     assert [p["label"] for p in onnx_preds] == [p["label"] for p in torch_preds]
 
 
-# --------------------------------------------------------------------------------------- locks
-HOLDERS = {"huge": b"99999999999999999999999 host\n", "negative": b"-5 host\n", "text": b"abc def\n",
-           "binary": b"\xff\xfe\x00\x81garbage", "empty": b"", "zero": b"0 host\n", "json": b'{"pid": 12}\n',
-           "float": b"12.5 host\n", "superscript": "\u00b2 host\n".encode(), "arabic_digits": "\u0663 host\n".encode(),
-           "over_pid_max": b"4194305 host\n", "long": b"7" * 10000}
-
-
-@pytest.mark.parametrize("holder", list(HOLDERS))
-def test_a_free_lock_with_a_junk_holder_is_taken(tmp_path, holder, capfd):
-    from bertcli.core.locks import lock_path, run_lock
-
-    run = tmp_path / "run"
-    lock_path(run).write_bytes(HOLDERS[holder])
-    with run_lock(run):
-        assert lock_path(run).read_text().split() == [str(os.getpid()), socket.gethostname()]
-    assert "Traceback" not in capfd.readouterr().err
-
-
-@pytest.mark.parametrize("holder", list(HOLDERS))
-def test_a_held_lock_with_a_junk_holder_is_one_message(tmp_path, holder):
-    from bertcli.core.locks import lock_path, run_lock
-
-    run = tmp_path / "run"
-    path = lock_path(run)
-    path.write_bytes(HOLDERS[holder])
-    with open(path, "rb") as other:        # another open file: its flock conflicts like a second process's
-        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(UserError, match="in use by another bertcli process") as info:
-            with run_lock(run):
-                pass
-        assert "names no valid PID" in info.value.what and info.value.fix
-    assert path.read_bytes() == HOLDERS[holder]          # the loser writes nothing
-
-
-@pytest.mark.parametrize("holder", ["huge", "binary"])
-def test_pretrain_with_a_held_junk_lock_is_one_message(tmp_path, holder):
-    from bertcli.core.locks import lock_path
-
-    run = tmp_path / "run"
-    path = lock_path(run)
-    path.write_bytes(HOLDERS[holder])
-    with open(path, "rb") as other:
-        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        r = run_cli("pretrain", "-r", "bert-tiny", "--set", f"output_dir={run}", cwd=tmp_path, env=ONE_THREAD)
-    assert_user_error(r, "in use by another bertcli process", "names no valid PID")
-    assert path.read_bytes() == HOLDERS[holder] and not run.exists()
-
-
+# ------------------------------------------------------------------------ manifest bookkeeping
 def test_verify_is_remembered_only_for_the_same_files(tmp_path, tiny_bert):
     d = tmp_path / "c"
     shutil.copytree(tiny_bert, d)
