@@ -127,15 +127,13 @@ def test_what_torchrun_refuses(monkeypatch):
     from bertcli.core.errors import UserError
     from bertcli.finetune import ddp
 
-    ddp.check(7, "classify")                      # one process: any batch
+    ddp.check_batch(7)                      # one process: any batch
     ddp.check_sweep()
     monkeypatch.setenv("WORLD_SIZE", "2")
-    ddp.check(8, "classify")
+    ddp.check_batch(8)
     with pytest.raises(UserError, match=r"batch_size 7 .*does not divide by the 2 processes") as e:
-        ddp.check(7, "ner")
+        ddp.check_batch(7)
     assert "multiple of 2" in e.value.fix
-    ddp.check(8, "embed")
-    ddp.check(8, "distill")
     ddp.check_sweep()                             # a seed / rate sweep: each run on all ranks
     with pytest.raises(UserError, match="GLUE's sweep"):
         ddp.check_sweep(protocol=True)

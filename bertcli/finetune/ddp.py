@@ -55,9 +55,9 @@ def writes() -> bool:
     return rank() == 0
 
 
-def check(batch_size: int, what: str) -> None:
-    """Before the process group is joined, on every rank: what this engine cannot do under torchrun
-    (`what`: the command)."""
+def check_batch(batch_size: int) -> None:
+    """Before the process group is joined, on every rank: the global batch must split evenly
+    over the processes (each takes the same share, so that their gradients average alike)."""
     n = world_size()
     if n <= 1:
         return

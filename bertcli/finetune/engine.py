@@ -410,7 +410,7 @@ def _run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: s
     check_report_to(cfg.report_to, "finetune.report_to")
     if _COUNTING.get():
         raise StepsCounted(schedule_lengths(len(data.train), hyper)[1], len(data.train))
-    ddp.check(hyper.batch_size, "distill" if teacher is not None else task.name)  # every rank, before joining
+    ddp.check_batch(hyper.batch_size)   # every rank, before joining
     if teacher is not None:
         teacher.check_distributed(ddp.world_size())
     # a sweep's runs (finetune/sweep.py) all use the count it chose and recorded, as a resumed

@@ -37,16 +37,14 @@ def cosine_matrix(a: Tensor, b: Tensor) -> Tensor:
 
 
 def ranking_loss(anchors: Tensor, candidates: Tensor, targets: Tensor, anchor_ids: Tensor, candidate_ids: Tensor,
-                 scale: float = 20.0, symmetric: bool = False, positives: Tensor | None = None,
-                 all_anchors: Tensor | None = None, all_anchor_ids: Tensor | None = None) -> Tensor:
+                 scale: float = 20.0, symmetric: bool = False, positives: Tensor | None = None) -> Tensor:
     """In-batch negatives.
 
-    anchors [B, H]; candidates [C, H] (the batch's positives, then its hard negatives; under DDP
-    every process's); targets [B] the column of each anchor's own positive; anchor_ids [B] and
-    candidate_ids [C] text ids (equal ids = equal texts). symmetric: `positives` [B, H] (the
-    local positives) scored against `all_anchors` [A, H] (default: anchors) with ids
-    `all_anchor_ids` [A]; positive i's target is anchor `targets[i]` of that list when it is the
-    gathered one, else i."""
+    anchors [B, H]; candidates [C, H] (the batch's positives, then its hard negatives; under
+    torchrun the global batch's, gathered by finetune/embed/gather.py); targets [B] the column of
+    each anchor's own positive; anchor_ids [B] and candidate_ids [C] text ids (equal ids = equal
+    texts). symmetric: `positives` [B, H] also scored against the anchors, positive i's target
+    being anchor i."""
     scores = cosine_matrix(anchors, candidates) * scale                   # [B, C]
     rows = torch.arange(len(anchors), device=anchors.device)
     target_ids = candidate_ids[targets]                                   # [B] id of each own positive
@@ -56,13 +54,10 @@ def ranking_loss(anchors: Tensor, candidates: Tensor, targets: Tensor, anchor_id
     if not symmetric:
         return loss
     assert positives is not None, "the symmetric loss needs the positives"
-    others = anchors if all_anchors is None else all_anchors
-    other_ids = anchor_ids if all_anchor_ids is None else all_anchor_ids
-    back = cosine_matrix(positives, others) * scale                       # [B, A]
-    own = targets if all_anchors is not None else rows
-    same_a = other_ids[None, :] == anchor_ids[:, None]                    # [B, A]
-    same_a[rows, own] = False
-    return (loss + F.cross_entropy(back.masked_fill(same_a, NEG_INF), own)) / 2
+    back = cosine_matrix(positives, anchors) * scale                      # [B, B]
+    same_a = anchor_ids[None, :] == anchor_ids[:, None]                   # [B, B]
+    same_a[rows, rows] = False
+    return (loss + F.cross_entropy(back.masked_fill(same_a, NEG_INF), rows)) / 2
 
 
 def cosent_loss(a: Tensor, b: Tensor, scores: Tensor, scale: float = 20.0) -> Tensor:
