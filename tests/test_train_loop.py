@@ -3,6 +3,7 @@ gradient accumulation and data parallelism, exact resume, the non-finite guard."
 
 from __future__ import annotations
 
+import gc
 import os
 import queue as queue_mod
 import shutil
@@ -138,6 +139,8 @@ def _free_port() -> int:
 
 
 def _ddp_worker(rank, world, port, tmp_path, queue):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -145,14 +148,15 @@ def _ddp_worker(rank, world, port, tmp_path, queue):
     try:
         trainer, _, m = run(tmp_path, "train.report_to=[tensorboard]", dist=d, dropout=0.0, name="ddp")
         queue.put((rank, m, [p.detach().tolist() for p in trainer.model.parameters()]))
+        del trainer    # as run_pretrain's caller drops it; its DDP wrapper lives on in a reference cycle
     finally:
         shutdown()
-    # The result is sent: leave without the interpreter's teardown, where gloo's threads once
-    # aborted a finished worker ("terminate called without an active exception", exit -6; one of
-    # three full-suite runs). A worker that fails before this point still exits non-zero.
+    # shutdown collected the wrapper (and with it the reducer holding the group) before leaving the
+    # group, so nothing of gloo is left for the interpreter's teardown, which once aborted a finished
+    # worker with exit -6; the worker exits normally and the test asserts exit code 0
+    queue.put((f"live DDP after shutdown, rank {rank}", sum(isinstance(o, DDP) for o in gc.get_objects()), None))
     queue.close()
     queue.join_thread()
-    os._exit(0)
 
 
 def test_two_process_gloo_ddp_matches_one_process(tmp_path):
@@ -166,7 +170,7 @@ def test_two_process_gloo_ddp_matches_one_process(tmp_path):
     for p in procs:
         p.start()
     got = {}
-    while len(got) < len(procs):  # no deadline: wait while the workers live, fail when one died
+    while len(got) < 2 * len(procs):  # no deadline: wait while the workers live, fail when one died
         try:
             r, m, w = queue.get(timeout=1)
             got[r] = (m, w)
@@ -175,6 +179,7 @@ def test_two_process_gloo_ddp_matches_one_process(tmp_path):
     for p in procs:
         p.join()
         assert p.exitcode == 0
+    assert [got[f"live DDP after shutdown, rank {r}"][0] for r in range(2)] == [0, 0]
     m2, weights = got[0]
     assert len(m2) == len(m1) == 8
     for r1, r2 in zip(m1, m2):

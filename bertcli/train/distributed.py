@@ -4,7 +4,9 @@ Without torchrun every helper degrades to the single-process case."""
 
 from __future__ import annotations
 
+import atexit
 import datetime
+import gc
 import json
 import os
 import typing
@@ -47,11 +49,18 @@ def init(device_spec: str = "auto", timeout_minutes: float = 120.0) -> Dist:
         backend = "nccl" if device.type == "cuda" else "gloo"
         kwargs: dict[str, typing.Any] = {"device_id": device} if device.type == "cuda" else {}
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes), **kwargs)
+        atexit.register(shutdown)   # fine-tuning keeps its group for the process (GLUE's tasks share it)
     return Dist(rank, world, local_rank, device)
 
 
 def shutdown() -> None:
+    """Leave the process group (a no-op when none is joined). The trainer's DDP wrapper outlives
+    its run in a reference cycle, and its reducer holds the group and its last gloo work; left to
+    the interpreter's teardown, gloo's threads can abort a finished process ("terminate called
+    without an active exception", exit -6 after a complete run, seen in CI). So the cycle is
+    collected first, while Python is whole, and destroy_process_group frees the group itself."""
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
