@@ -117,6 +117,30 @@ def test_gradcache_trains_as_one_pass(pretrained_tiny, tmp_path):
         assert b["dev"]["dev"]["ndcg@10"] == pytest.approx(a["dev"]["dev"]["ndcg@10"], abs=1e-3)
 
 
+def test_without_dev_nothing_is_scored_and_the_last_epoch_is_kept(pretrained_tiny, tmp_path):
+    """No --dev: results.json's score is null (it was the epoch count, which the card then called
+    the dev score), the last of 2 epochs is kept, the card has no evaluation and says why that
+    epoch; a sweep (--seeds) has no score to summarize, so it is refused before any work."""
+    from huggingface_hub import ModelCard
+
+    c = Concepts(pretrained_tiny)
+    train = write_jsonl(tmp_path / "train.jsonl", c.pairs(64, 1))
+    out = tmp_path / "model"
+    r = run_cli("finetune", "embed", "-c", pretrained_tiny, "--train", train, "-o", out, *TINY,
+                "--set", "finetune.batch_size=16", "--set", "finetune.epochs=2", cwd=tmp_path, env=ONE_THREAD)
+    assert r.rc == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert res["score"] is None and res["dev"] == {} and res["best_epoch"] == 2
+    assert [h["score"] for h in res["history"]] == [None, None]
+    card = ModelCard.load(out / "README.md")
+    assert "kept epoch 2 (the last: no dev set was given)" in card.text and "dev score" not in card.text
+    assert not card.data.to_dict().get("model-index"), card.data.to_dict()
+    r = run_cli("finetune", "embed", "-c", pretrained_tiny, "--train", train, "-o", tmp_path / "s", "--seeds", "2",
+                *TINY, cwd=tmp_path, env=ONE_THREAD)
+    assert_user_error(r, "--seeds sweeps seeds", "no --dev to score them on")
+    assert not (tmp_path / "s").exists()
+
+
 # ------------------------------------------------------------------------------------ bad input
 @pytest.fixture
 def pairs_file(tmp_path):

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 @dataclass
 class FitResult:
     best_epoch: int                                      # 1-based
-    best_score: float
+    best_score: float | None                             # None: no dev set scored (embed without --dev)
     dev_metrics: dict[str, dict[str, float]]             # of the best epoch, by dev split name
     history: list[dict] = field(default_factory=list)    # one entry per evaluation
     steps: int = 0
@@ -489,12 +489,20 @@ def _run_task(task: Task, recipe: Recipe, checkpoint: Path, final: Path, init: s
             (tmp / CARD).write_text(finetune_card(results, recipe.language, seconds, str(device)), encoding="utf-8")
     if result.interrupted is not None:
         console.log(f"stopped by {outcome.signal_name(result.interrupted)} at step {result.steps:,}/"
-                    f"{result.total_steps:,}: kept epoch {result.best_epoch} (dev score {result.best_score:.4f}, the "
-                    f"{'best' if getattr(cfg, 'select', 'best') == 'best' else 'last'} of the "
-                    f"{len(result.history)} evaluated) in {final}" + ("" if cfg.save_model else " (results only: "
+                    f"{result.total_steps:,}: kept epoch {result.best_epoch} ({_kept_words(result, cfg)}) in {final}"
+                    + ("" if cfg.save_model else " (results only: "
                     "finetune.save_model is false)") + "; results.json records the stop")
         raise outcome.Interrupted(result.interrupted, results)
     return results
+
+
+def _kept_words(result: FitResult, cfg: FinetuneConfig) -> str:
+    """Why the stopped run's kept epoch is the one kept: its dev score and the rule, or no dev set."""
+    n = len(result.history)
+    if result.best_score is None:
+        return f"no dev set: the last of the {n} trained"
+    rule = "best" if getattr(cfg, "select", "best") == "best" else "last"
+    return f"dev score {result.best_score:.4f}, the {rule} of the {n} evaluated"
 
 
 # ------------------------------------------------------------------------------------ run facts

@@ -12,11 +12,12 @@ from bertcli.core import console
 
 
 # ------------------------------------------------------------------------------ the kept epoch
-def keeps(select: str, score: float, loss: float | None, best_score: float | None, best_loss: float | None) -> bool:
-    """Whether the epoch just evaluated replaces the kept one. `last`: always. `best`: a higher
-    dev score; at an equal score the later epoch when its training loss is lower (the same dev
-    figure with a better fit of the training data), else the earlier stays."""
-    if select == "last" or best_score is None:
+def keeps(select: str, score: float | None, loss: float | None, best_score: float | None,
+          best_loss: float | None) -> bool:
+    """Whether the epoch just evaluated replaces the kept one. `last`, or no dev score (None):
+    always. `best`: a higher dev score; at an equal score the later epoch when its training loss
+    is lower (the same dev figure with a better fit of the training data), else the earlier stays."""
+    if select == "last" or score is None or best_score is None:
         return True
     if score != score:                     # nan (a degenerate metric) never wins
         return False

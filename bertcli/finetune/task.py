@@ -38,7 +38,8 @@ CONTRACT (what `runner.finetune_task(task, recipe, checkpoint, out)` calls, in t
     task.decode(split, features, collected) -> P, one prediction per EXAMPLE in split order
         (`collected[i]` is feature i's result; aggregate windows back here)
     task.evaluate(split, predictions) -> {metric: float}     fractions, main metric first
-    task.score(dev_metrics: {split name: {metric: float}}) -> float   higher is better
+    task.score(dev_metrics: {split name: {metric: float}}) -> float   higher is better (None: no
+        dev set was scored, and the last epoch is kept)
     task.format(dev_metrics) -> str                          one line for the log
     task.write_predictions(split, predictions, directory, kind) -> [paths written]
         kind "dev" or "test": into `directory`, the model directory under construction (it is
@@ -235,7 +236,7 @@ class Task(Generic[S, P]):
     def summary_title(self, results: dict) -> str:
         return f"{self.name} dev results (x100), epoch {results['best_epoch']}"
 
-    def score(self, dev_metrics: dict[str, dict[str, float]]) -> float:
+    def score(self, dev_metrics: dict[str, dict[str, float]]) -> float | None:
         """The first (main) metric of each dev split, averaged."""
         return float(np.mean([next(iter(m.values())) for m in dev_metrics.values()]))
 

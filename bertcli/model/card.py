@@ -194,6 +194,8 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
             "model-index": _model_index(task, (pipeline, task_name), (hub_id(source) or task, source), metrics),
             "bertcli_sweep": record}
     hp = results.get("hyperparameters") or {}
+    score = results.get("score")
+    kept_by = "(the last: no dev set was given)" if score is None else f"by its dev score {score:.4f}"
     # distillation: the checkpoint is the teacher (base_model), the model a smaller student of it
     made = (f"A student distilled from the teacher `{results.get('checkpoint')}`" if "distill" in results
             else f"`{results.get('checkpoint')}` fine-tuned")
@@ -213,7 +215,7 @@ def finetune_card(results: dict, language: list[str] | None, seconds: float, dev
 ## How it was made
 
 - data: `{source}`, {(results.get("data") or {}).get("train", "?")} training examples
-- {results.get("steps", "?")} steps; kept epoch {results.get("best_epoch")} by its dev score {results.get("score")}
+- {results.get("steps", "?")} steps; kept epoch {results.get("best_epoch")} {kept_by}
 - learning rate {hp.get("learning_rate")}, batch {hp.get("batch_size")}, {hp.get("max_seq_length")} tokens
 - seed {results.get("seed")}
 - {seconds / 60:.1f} min of training {f"on {device}" if device else "(the kept run)"}; every figure is in `results.json`

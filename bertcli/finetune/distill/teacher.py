@@ -300,7 +300,8 @@ class Teacher:
                    "teacher_layers": [i + 1 for i in self.layer_map],
                    "parameters": parameter_count(model), "file_bytes": s_file.stat().st_size if s_file.is_file() else None,
                    "dev": fit.dev_metrics, "score": fit.best_score}
-        kept = 100 * fit.best_score / self.teacher_score if self.teacher_score else None
+        kept = (100 * fit.best_score / self.teacher_score
+                if self.teacher_score and fit.best_score is not None else None)
         settings = {k: getattr(self.settings, k) for k in
                     ("temperature", "soft_weight", "hard_weight", "hidden_weight", "attention_weight")}
         for c in (self.capture_s, self.capture_t):

@@ -78,11 +78,18 @@ def embed_from_flags(recipe: Recipe, checkpoint: Path, out: Path, train: Path, d
 
 
 def check_sweep(sweep: SweepArgs, options: Mapping[str, Any]) -> None:
-    """A learning-rate grid selects on dev: without --dev there is nothing to select on."""
-    if sweep.rates and options.get("dev") is None:
+    """A sweep compares its runs' dev scores (a grid chooses its rate on them, the seeds' summary
+    gives their spread): without --dev no run is scored, so there is nothing to sweep."""
+    if options.get("dev") is not None:
+        return
+    if sweep.rates:
         raise UserError(f"--lr {','.join(f'{r:g}' for r in sweep.rates)} is a grid of rates, and finetune embed "
                         "has no --dev to choose one on", where="--lr",
                         fix="give --dev (a BEIR directory or scored pairs), or one --lr")
+    flag = "--seeds" if sweep.seeds is not None else "--shared" if sweep.shared else "--resume"
+    raise UserError(f"{flag} sweeps seeds and summarizes their dev scores, and finetune embed has no --dev to "
+                    "score them on", where=flag,
+                    fix="give --dev (a BEIR directory or scored pairs), or train one run (--seed N, no sweep flags)")
 
 
 COMMANDS = [TaskCommand("embed", embed_options, embed_from_flags, recipe="embed", inputs=("train", "dev"),

@@ -147,12 +147,11 @@ class EmbedTask(Task[EmbedSplit | DevSet, np.ndarray]):
         assert isinstance(split, DevSet), "only dev sets are evaluated"
         return split.evaluate(predictions)
 
-    def score(self, dev_metrics: dict) -> float:
-        """The dev set's main metric; without a dev set every epoch scores alike and the last is
-        kept (the engine keeps the first of equal scores: so, a rising count)."""
+    def score(self, dev_metrics: dict) -> float | None:
+        """The dev set's main metric; None without a dev set (then every epoch replaces the kept
+        one, so the last is kept, and results.json's score is null: nothing was scored)."""
         if not dev_metrics:
-            self._epochs = getattr(self, "_epochs", 0) + 1
-            return float(self._epochs)
+            return None
         return super().score(dev_metrics)
 
     def format(self, dev_metrics: dict) -> str:
