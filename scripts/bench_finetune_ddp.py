@@ -24,9 +24,9 @@ no dev set, so its score is null), equal in the three ways.
     python scripts/bench_finetune_ddp.py --out runs/bench-ddp            # about 5 minutes idle
     python scripts/bench_finetune_ddp.py --out runs/bench-ddp --tasks classify --train 2000
 
-At dropout > 0 each process draws the dropout masks of its own share (every process seeds its
-generator with the run's seed; masks are not keyed per example), so two processes and one agree
-in distribution, not bit for bit.
+At dropout > 0 each process draws the dropout masks of its own share (its generator seeded with
+the run's seed and its rank; masks are not keyed per example), so two processes and one agree in
+distribution, not bit for bit.
 `--dropout-seeds N` measures that agreement: `finetune classify --seeds N` at the recipe's
 dropout, for `--dropout-epochs` epochs, one process (two threads) against torchrun x2, each seed's
 dev score, and `bertcli compare` of the two sweeps (difference of medians, Welch's p).
