@@ -8,6 +8,7 @@ last batch of 5 splits 3 / 2 over the ranks."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -65,11 +66,18 @@ def jobs(tmp_path_factory):
     # the real launcher and CLI for classify; NER and SQuAD in one more launch (the worker runs both)
     r = _torchrun("-m", "bertcli", "finetune", *classify, "-o", out["classify"][2], *COMMON, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
+    # and a classify run with MLflow logging to one store outside the run (MLFLOW_TRACKING_URI): a
+    # second rank that logged would leave a second run there
     spec = root / "jobs.json"
+    tracked = ["finetune", *map(str, classify), "-o", str(root / "tracked"), *COMMON,
+               "--set", "finetune.report_to=[mlflow]"] if importlib.util.find_spec("mlflow") else []
     spec.write_text(json.dumps([["finetune", *map(str, out[t][0]), "-o", str(out[t][2]), *COMMON]
-                                for t in ("ner", "squad")]))
-    r = _torchrun(WORKER, spec, cwd=root)
+                                for t in ("ner", "squad")] + ([tracked] if tracked else [])))
+    store = (root / "mlstore").absolute().as_uri()
+    r = _torchrun(WORKER, spec, cwd=root, env={"MLFLOW_TRACKING_URI": store, "MLFLOW_ALLOW_FILE_STORE": "true"})
     assert r.returncode == 0, r.stdout + r.stderr
+    if tracked:
+        out["tracked"] = ([store], root / "tracked", root / "tracked")
     return out
 
 
@@ -92,6 +100,29 @@ def test_two_processes_equal_one(jobs, task):
     assert any("dev" in k or k == "predictions.json" for k in _outputs(one)), sorted(_outputs(one))
     assert len((one / "metrics.jsonl").read_text().splitlines()) >= r1["steps"], task
     assert_same_model_folder(one, two, task)
+
+
+def test_only_rank_0_logs_to_the_trackers(jobs, monkeypatch):
+    """Two ranks, finetune.report_to [mlflow], both pointed at one MLflow store: the store holds
+    one run, finished, whose per-step loss and dev accuracy are the run's metrics.jsonl (the
+    global figures, not a rank's share), and the run folder has no tracker store of its own."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    [store], folder, _ = jobs["tracked"]
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")      # as the workers had it
+    client = MlflowClient(tracking_uri=store)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED", [r.info for r in runs]
+    recs = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    for key in ("loss", "dev_dev_accuracy"):
+        hist = client.get_metric_history(runs[0].info.run_id, key)
+        want = {r["step"]: round(r[key], 5) for r in recs if key in r}
+        assert {m.step: round(m.value, 5) for m in hist} == want and want, key
+    alone = [json.loads(line) for line in (jobs["classify"][1] / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in recs if "loss" in r] == pytest.approx([r["loss"] for r in alone if "loss" in r],
+                                                                    rel=1e-5)      # one process's losses
+    assert not (folder / "mlruns").exists()
 
 
 def test_bad_input_fails_every_rank_before_joining(tmp_path):

@@ -60,9 +60,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(*args, cwd: Path) -> subprocess.CompletedProcess:
-    """`torchrun --nproc_per_node 2 ARGS` (the launcher's module, this interpreter), one thread each."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+def torchrun(*args, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`torchrun --nproc_per_node 2 ARGS` (the launcher's module, this interpreter), one thread
+    each; `env`: variables added for the workers."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
     env = {k: v for k, v in env.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), *map(str, args)]
