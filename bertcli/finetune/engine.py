@@ -217,10 +217,9 @@ def fit(model: Model, task: Task, train: Features, devs: dict, cfg: FinetuneConf
     `log` gets a record per step (loss, lr) and per epoch (train_loss, dev_<split>_<metric>)."""
     d = d if d is not None and d.enabled else None
     hyper = task.hyper
-    # Dropout: under torchrun each rank draws its own masks (as pretraining's ranks do), else every
-    # rank would repeat rank 0's masks on its share and the global batch would hold 1/N as many
-    # patterns; alone, the run's seed as ever. The example order is every rank's, from order_rng.
-    torch.manual_seed(seed if d is None else seed * 1009 + d.rank)
+    # dropout: each rank its own masks under torchrun (Dist.dropout_seed); alone, the run's seed.
+    # The example order is every rank's, from order_rng.
+    torch.manual_seed(seed if d is None else d.dropout_seed(seed))
     order_rng = torch.Generator().manual_seed(seed)
     model.to(device)
 

@@ -34,6 +34,11 @@ class Dist:
     def main(self) -> bool:
         return self.rank == 0
 
+    def dropout_seed(self, seed: int) -> int:
+        """The seed of this rank's dropout: each rank sees other rows, so it draws its own masks
+        (one seed for all would repeat rank 0's masks on every rank's share)."""
+        return seed * 1009 + self.rank
+
 
 def init(device_spec: str = "auto", timeout_minutes: float = 120.0) -> Dist:
     """Join the process group torchrun set up (or none). The long timeout covers rank 0 building

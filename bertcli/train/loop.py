@@ -181,7 +181,7 @@ class Trainer:
             rng = self._load(inp.resume)
         else:
             # Dropout differs between processes (each sees other data); init is already done.
-            torch.manual_seed(inp.recipe.seed * 1009 + d.rank)
+            torch.manual_seed(d.dropout_seed(inp.recipe.seed))
         self.rng_to_restore = rng
         self.phase: Phase              # both set by _enter_phase, next
         self.data: PhaseData
