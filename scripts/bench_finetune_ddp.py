@@ -39,8 +39,6 @@ import csv
 import json
 import os
 import resource
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -71,20 +69,16 @@ def write_data(root: Path, n_train: int, n_dev: int) -> dict[str, list[str]]:
             "embed": ["--train", str(pairs)]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def command(way: str, task: str, inputs: list[str], out: Path, args, *extra: str) -> list[str]:
+def command(way: str, task: str, inputs: list[str], out: Path, args, epochs: float, *extra: str) -> list[str]:
+    """The command line of one run; --force replaces the run's earlier result in `out` (only what
+    bertcli's marker lists there)."""
     threads = 2 if way == "one_2t" else 1
     launch = [sys.executable, "-m", "bertcli"]
-    if way == "two_1t":
-        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                  "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "bertcli"]
-    return [*launch, "finetune", task, "-c", str(minilm_dir()), *inputs, "-o", str(out),
-            "--epochs", str(args.epochs), "--batch-size", str(args.batch), "--max-seq-length", str(args.seq),
+    if way == "two_1t":            # --standalone: a local rendezvous on a free port
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                  "-m", "bertcli"]
+    return [*launch, "finetune", task, "-c", str(minilm_dir()), *inputs, "-o", str(out), "--force",
+            "--epochs", str(epochs), "--batch-size", str(args.batch), "--max-seq-length", str(args.seq),
             "--lr", "5e-5", "--set", f"finetune.threads={threads}",
             "--set", "finetune.save_model=false", *extra]
 
@@ -114,9 +108,9 @@ def bench_task(task: str, inputs: list[str], root: Path, args) -> dict:
     losses = {}
     for way in WAYS:
         out = root / task / way
-        shutil.rmtree(out, ignore_errors=True)   # the script's own folder, rerun from scratch
         out.parent.mkdir(parents=True, exist_ok=True)
-        figures = run(command(way, task, inputs, out, args, "--set", "finetune.dropout=0"), root / task / f"{way}.log")
+        figures = run(command(way, task, inputs, out, args, args.epochs, "--set", "finetune.dropout=0"),
+                      root / task / f"{way}.log")
         results = json.loads((out / "results.json").read_text())
         figures.update(steps=results.get("steps"), train_seconds=results.get("train_seconds"),
                        score=results.get("score"))
@@ -134,13 +128,10 @@ def dropout_agreement(inputs: list[str], root: Path, args) -> dict:
     """classify --seeds N at the recipe's dropout, one process (2 threads) and torchrun x2: each
     seed's dev score and `bertcli compare` of the two sweeps."""
     sweeps: dict = {}
-    extra = ("--seeds", str(args.dropout_seeds), "--epochs", str(args.dropout_epochs))
     for way in ("one_2t", "two_1t"):
         out = root / "dropout" / way
-        shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = command(way, "classify", inputs, out, args)
-        cmd = cmd[:cmd.index("--epochs")] + cmd[cmd.index("--epochs") + 2:] + list(extra)
+        cmd = command(way, "classify", inputs, out, args, args.dropout_epochs, "--seeds", str(args.dropout_seeds))
         figures = run(cmd, root / "dropout" / f"{way}.log")
         (task,) = json.loads((out / "results.json").read_text())["sweep"]["tasks"].values()
         group = next(iter(task["by_lr"].values()))
