@@ -31,7 +31,8 @@ from squad_synth import tiny_checkpoint as squad_checkpoint
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    """{task: (argv after `bertcli finetune`, output folder of one process, of two)}."""
+    """{task: (argv after `bertcli finetune`, output folder of one process, of two)}; and "tracked":
+    (the MLflow store both ranks of a tracked classify run logged to, its output folder)."""
     root = tmp_path_factory.mktemp("ddp")
     rng = random.Random(7)
     rows = _rows(rng, 61)
@@ -77,7 +78,7 @@ def jobs(tmp_path_factory):
     r = _torchrun(WORKER, spec, cwd=root, env={"MLFLOW_TRACKING_URI": store, "MLFLOW_ALLOW_FILE_STORE": "true"})
     assert r.returncode == 0, r.stdout + r.stderr
     if tracked:
-        out["tracked"] = ([store], root / "tracked", root / "tracked")
+        out["tracked"] = (store, root / "tracked")
     return out
 
 
@@ -109,7 +110,7 @@ def test_only_rank_0_logs_to_the_trackers(jobs, monkeypatch):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    [store], folder, _ = jobs["tracked"]
+    store, folder = jobs["tracked"]
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")      # as the workers had it
     client = MlflowClient(tracking_uri=store)
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
